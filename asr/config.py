@@ -1,0 +1,63 @@
+"""Structured defaults for training (Hydra schema). YAML in conf/ and recipes override these."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+
+from asr.data import DataConfig
+from asr.encoder import EncoderConfig
+
+
+@dataclass
+class OptimConfig:
+    lr: float = 1.5e-3
+    weight_decay: float = 0.01
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
+    warmup_steps: int = 500
+    decay_steps: int = 20000  # cosine decay from lr to lr * final_ratio over these steps
+    final_ratio: float = 0.05
+
+
+@dataclass
+class TrainerConfig:
+    """Passed to lightning.Trainer: the same recipe scales from 1 CPU to multi-node GPUs."""
+    accelerator: str = "auto"
+    devices: str = "auto"
+    num_nodes: int = 1
+    strategy: str = "auto"  # e.g. ddp
+    precision: str = "32-true"  # e.g. bf16-mixed on GPUs
+    max_epochs: int = 100
+    max_steps: int = -1
+    max_time: str | None = None  # e.g. "00:01:30:00" (DD:HH:MM:SS)
+    gradient_clip_val: float = 5.0
+    accumulate_grad_batches: int = 1
+    log_every_n_steps: int = 10
+    limit_val_batches: float = 1.0
+    check_val_every_n_epoch: int = 1
+    val_check_interval: float | None = None  # steps or fraction of an epoch between validations
+
+
+@dataclass
+class TokenizerConfig:
+    kind: str = "bpe"  # bpe | char
+    vocab_size: int = 256
+
+
+@dataclass
+class TrainConfig:
+    model: EncoderConfig = field(default_factory=EncoderConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    run_dir: str = "runs/default"  # logs, checkpoints and the exported model; a rerun resumes here
+    init_from: str | None = None  # start from this exported model's weights, tokenizer and CMVN
+    seed: int = 0
+    threads: int = 2  # torch intra-op threads on CPU
+    checkpoint_every_steps: int = 200
+    cmvn_utterances: int = 400  # training utterances used to estimate the global mean/std
+
+
+def register_configs() -> None:
+    ConfigStore.instance().store(name="train_schema", node=TrainConfig)

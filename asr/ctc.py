@@ -1,0 +1,59 @@
+"""CTC decoding: greedy best path, incremental across chunks, with token and word times."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from asr.tokenizer import BLANK, Tokenizer
+
+
+@dataclass
+class Token:
+    id: int
+    frame: int  # encoder frame where the token was first emitted
+
+
+@dataclass
+class Word:
+    word: str
+    start: float  # seconds
+    end: float
+
+
+def greedy_tokens(logprobs: Tensor, previous: int = BLANK, offset: int = 0) -> tuple[list[Token], int]:
+    """Best-path CTC over (T, V): collapse repeats, drop blanks.
+
+    `previous` is the last frame's best id from the preceding chunk, so a token that spans a
+    chunk boundary is emitted once; returns the new tokens and the last frame's best id.
+    """
+    best = logprobs.argmax(dim=-1).tolist()
+    tokens = []
+    for t, token in enumerate(best):
+        if token != BLANK and token != previous:
+            tokens.append(Token(token, offset + t))
+        previous = token
+    return tokens, previous
+
+
+def greedy_decode(logprobs: Tensor) -> list[int]:
+    """(T, V) -> token ids."""
+    return [t.id for t in greedy_tokens(logprobs)[0]]
+
+
+def word_times(tokens: list[Token], tokenizer: Tokenizer, frame_seconds: float) -> list[Word]:
+    """Group tokens into words; a word starts at its first token's frame and ends one frame
+    after its last token (CTC spikes mark a token's position, not its full extent)."""
+    groups: list[list[Token]] = []
+    for token in tokens:
+        piece = tokenizer.decode([token.id])
+        if not groups or tokenizer.starts_word(token.id):
+            groups.append([])
+        if piece.strip():
+            groups[-1].append(token)
+    words = []
+    for group in groups:
+        text = tokenizer.decode([t.id for t in group]).strip()
+        if text:
+            words.append(Word(text, group[0].frame * frame_seconds, (group[-1].frame + 1) * frame_seconds))
+    return words

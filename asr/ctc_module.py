@@ -1,0 +1,68 @@
+"""LightningModule: CTC loss, AdamW with warm-up and cosine decay, validation WER/CER."""
+from __future__ import annotations
+
+import math
+
+import jiwer
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from asr.config import OptimConfig
+from asr.ctc import greedy_decode
+from asr.encoder import Encoder, EncoderConfig
+from asr.tokenizer import Tokenizer
+
+
+def warmup_cosine(step: int, cfg: OptimConfig) -> float:
+    """Learning-rate multiplier: linear warm-up, then cosine decay to cfg.final_ratio."""
+    if step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    progress = min((step - cfg.warmup_steps) / max(cfg.decay_steps, 1), 1.0)
+    return cfg.final_ratio + (1 - cfg.final_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class CTCModule(L.LightningModule):
+    def __init__(self, model_cfg: EncoderConfig, optim_cfg: OptimConfig, tokenizer: Tokenizer):
+        super().__init__()
+        self.encoder = Encoder(model_cfg)
+        self.optim_cfg, self.tokenizer = optim_cfg, tokenizer
+        self.hyps: list[str] = []
+        self.refs: list[str] = []
+
+    def ctc_loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+        logprobs, out_lens = self.encoder(batch["feats"], batch["feat_lens"])  # (B, T', V), (B,)
+        loss = F.ctc_loss(logprobs.transpose(0, 1), batch["targets"], out_lens, batch["target_lens"],
+                          blank=0, reduction="sum", zero_infinity=True)
+        return loss / batch["target_lens"].sum().clamp_min(1), logprobs, out_lens
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        loss, _, _ = self.ctc_loss(batch)
+        self.log("train_loss", loss, prog_bar=True, batch_size=batch["feats"].shape[0])
+        return loss
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        loss, logprobs, out_lens = self.ctc_loss(batch)
+        self.log("val_loss", loss, prog_bar=True, batch_size=batch["feats"].shape[0], sync_dist=True)
+        for i in range(logprobs.shape[0]):
+            self.hyps.append(self.tokenizer.decode(greedy_decode(logprobs[i, :out_lens[i]])))
+            target = batch["targets"][i, :batch["target_lens"][i]].tolist()
+            self.refs.append(self.tokenizer.decode(target))
+
+    def on_validation_epoch_end(self) -> None:
+        pairs = [(r, h) for r, h in zip(self.refs, self.hyps) if r.strip()]
+        if pairs:
+            refs, hyps = zip(*pairs)
+            self.log("val_wer", 100 * jiwer.wer(list(refs), list(hyps)), prog_bar=True, sync_dist=True)
+            self.log("val_cer", 100 * jiwer.cer(list(refs), list(hyps)), sync_dist=True)
+        self.hyps, self.refs = [], []
+
+    def configure_optimizers(self):
+        cfg = self.optim_cfg
+        decay = [p for n, p in self.named_parameters() if p.ndim >= 2 and "distance_bias" not in n]
+        no_decay = [p for n, p in self.named_parameters() if not (p.ndim >= 2 and "distance_bias" not in n)]
+        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=tuple(cfg.betas))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, cfg))
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

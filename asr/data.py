@@ -1,0 +1,182 @@
+"""Training data: manifests -> augmented log-mel batches, bucketed by duration.
+
+Augmentation (training only): speed perturbation, additive coloured noise at a random SNR,
+and SpecAugment time/frequency masks on the log-mel frames.
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+import lightning as L
+import torch
+import torchaudio
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from asr.audio import SAMPLE_RATE, load_audio
+from asr.features import Fbank
+from asr.manifest import Utterance, read_manifest
+from asr.text import normalize
+from asr.tokenizer import Tokenizer
+
+
+@dataclass
+class SourceConfig:
+    manifest: str = "???"
+    split: str = ""  # keep only rows whose "split" equals this (e.g. FSDD's train/test)
+    repeat: int = 1  # how many times each utterance appears per epoch
+
+
+@dataclass
+class AugmentConfig:
+    speeds: list[float] = field(default_factory=lambda: [0.9, 1.0, 1.1])
+    noise_prob: float = 0.5
+    snr_db: list[float] = field(default_factory=lambda: [5.0, 35.0])
+    time_masks: int = 2
+    time_mask_frames: int = 40
+    freq_masks: int = 2
+    freq_mask_bins: int = 15
+
+
+@dataclass
+class DataConfig:
+    root: str = "../shared/data"
+    train: list[SourceConfig] = field(default_factory=list)
+    valid: list[SourceConfig] = field(default_factory=list)
+    max_duration: float = 20.0  # longer training utterances are skipped
+    max_batch_seconds: float = 240.0  # audio per batch
+    num_workers: int = 1
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+
+
+def load_sources(sources: list[SourceConfig], max_duration: float = math.inf) -> list[Utterance]:
+    utterances = []
+    for source in sources:
+        rows = [u for u in read_manifest(source.manifest)
+                if (not source.split or u.split == source.split) and u.duration <= max_duration]
+        utterances += rows * source.repeat
+    return utterances
+
+
+def add_noise(wave: Tensor, snr_db: float) -> Tensor:
+    """Add noise with a random spectral tilt (white to brown) at `snr_db`."""
+    noise = torch.randn_like(wave)
+    tilt = random.uniform(0.0, 0.98)
+    if tilt > 0:
+        noise = torchaudio.functional.lfilter(noise, torch.tensor([1.0, -tilt]), torch.tensor([1.0, 0.0]), clamp=False)
+    signal_power = wave.square().mean().clamp_min(1e-8)
+    noise_power = noise.square().mean().clamp_min(1e-8)
+    return wave + noise * torch.sqrt(signal_power / noise_power / 10 ** (snr_db / 10))
+
+
+def spec_augment(feats: Tensor, cfg: AugmentConfig) -> Tensor:
+    """Mask random time spans and mel bands of (T, F) with the utterance mean."""
+    feats = feats.clone()
+    fill = feats.mean()
+    T, F = feats.shape
+    for _ in range(cfg.freq_masks):
+        width = random.randint(0, cfg.freq_mask_bins)
+        start = random.randint(0, max(F - width, 0))
+        feats[:, start:start + width] = fill
+    for _ in range(cfg.time_masks):
+        width = random.randint(0, min(cfg.time_mask_frames, T // 5))
+        start = random.randint(0, max(T - width, 0))
+        feats[start:start + width] = fill
+    return feats
+
+
+class SpeechDataset(Dataset):
+    """Utterance i -> (log-mel (T, F), token ids (U,))."""
+
+    def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, augment: AugmentConfig | None):
+        self.utterances, self.tokenizer, self.augment = utterances, tokenizer, augment
+        self.fbank = Fbank()
+
+    def __len__(self) -> int:
+        return len(self.utterances)
+
+    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
+        utt = self.utterances[index]
+        wave = load_audio(utt.audio)
+        aug = self.augment
+        if aug is not None:
+            speed = random.choice(aug.speeds)
+            if speed != 1.0:  # play faster/slower: resample as if recorded at rate * speed
+                wave = torchaudio.functional.resample(wave, int(SAMPLE_RATE * speed), SAMPLE_RATE)
+            if random.random() < aug.noise_prob:
+                wave = add_noise(wave, random.uniform(*aug.snr_db))
+        with torch.no_grad():
+            feats = self.fbank(wave[None])[0]
+        if aug is not None:
+            feats = spec_augment(feats, aug)
+        return feats, torch.tensor(self.tokenizer.encode(normalize(utt.text)), dtype=torch.long)
+
+
+def collate(batch: list[tuple[Tensor, Tensor]]) -> dict[str, Tensor]:
+    """Pad to the longest item: feats (B, T, F), feat_lens (B,), targets (B, U), target_lens (B,)."""
+    feats, targets = zip(*batch)
+    return {"feats": torch.nn.utils.rnn.pad_sequence(feats, batch_first=True),
+            "feat_lens": torch.tensor([f.shape[0] for f in feats]),
+            "targets": torch.nn.utils.rnn.pad_sequence(targets, batch_first=True),
+            "target_lens": torch.tensor([t.numel() for t in targets])}
+
+
+class BucketBatchSampler(Sampler[list[int]]):
+    """Batches of similar duration holding at most `max_seconds` of audio, reshuffled each epoch.
+
+    Under DDP each rank takes every world_size-th batch of the same epoch-seeded order.
+    """
+
+    def __init__(self, durations: list[float], max_seconds: float, shuffle: bool, seed: int = 0):
+        self.durations, self.max_seconds, self.shuffle, self.seed = durations, max_seconds, shuffle, seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def _batches(self) -> list[list[int]]:
+        rng = random.Random(self.seed + self.epoch)
+        order = sorted(range(len(self.durations)), key=lambda i: (self.durations[i], rng.random()))
+        batches, batch, longest = [], [], 0.0
+        for i in order:
+            longest = max(longest, self.durations[i])
+            if batch and longest * (len(batch) + 1) > self.max_seconds:
+                batches.append(batch)
+                batch, longest = [], self.durations[i]
+            batch.append(i)
+        if batch:
+            batches.append(batch)
+        if self.shuffle:
+            rng.shuffle(batches)
+        rank, world = 0, 1
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return batches[rank::world]
+
+    def __iter__(self):
+        return iter(self._batches())
+
+    def __len__(self) -> int:
+        return len(self._batches())
+
+
+class SpeechDataModule(L.LightningDataModule):
+    def __init__(self, cfg: DataConfig, tokenizer: Tokenizer):
+        super().__init__()
+        self.cfg, self.tokenizer = cfg, tokenizer
+        self.train_utts = load_sources(cfg.train, cfg.max_duration)
+        self.valid_utts = load_sources(cfg.valid)
+
+    def _loader(self, utts: list[Utterance], train: bool) -> DataLoader:
+        dataset = SpeechDataset(utts, self.tokenizer, self.cfg.augment if train else None)
+        sampler = BucketBatchSampler([u.duration for u in utts], self.cfg.max_batch_seconds, shuffle=train)
+        return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
+                          persistent_workers=self.cfg.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_utts, train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.valid_utts, train=False)

@@ -1,0 +1,157 @@
+"""The acoustic model: global CMVN -> causal subsampling -> N pre-norm Transformer blocks -> CTC output.
+
+Two entry points share every weight and every line of arithmetic:
+  forward(feats, lengths)        whole utterances (training, tests), (B, T, F) -> (B, T/S, V)
+  step(feats_chunk, state)       one chunk of a stream, returns the new state explicitly
+Feeding a stream to `step` in chunks of any size gives the log-probs `forward` gives on the
+whole stream (to float rounding), while the state stays bounded by the attention window.
+Shapes: B batch, T frames (10 ms), S subsampling factor, D width, H heads, V vocabulary.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from asr.attention import SelfAttention
+from asr.features import GlobalCMVN
+
+
+@dataclass
+class EncoderConfig:
+    vocab_size: int = 256  # CTC output classes, blank = 0
+    n_mels: int = 80
+    d_model: int = 256
+    n_layers: int = 6
+    n_heads: int = 4
+    window: int | None = 50  # attention window W in encoder frames (None: full causal attention)
+    max_distance: int = 128  # distance buckets of the position bias when window is None
+    ff_mult: int = 4
+    dropout: float = 0.1
+    subsampling: int = 4  # S: encoder frame = S x 10 ms (1, 2 or 4)
+    subsampling_kernel: int = 8  # feature frames each encoder frame looks at (>= S)
+
+    def validate(self) -> "EncoderConfig":
+        """Raise ValueError naming the first bad value."""
+        if self.d_model <= 0 or self.n_heads <= 0 or self.d_model % self.n_heads:
+            raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"window={self.window} must be >= 1 (or null for full attention)")
+        if self.subsampling not in (1, 2, 4):
+            raise ValueError(f"subsampling={self.subsampling} must be 1, 2 or 4")
+        if self.subsampling_kernel < self.subsampling:
+            raise ValueError(f"subsampling_kernel={self.subsampling_kernel} must be >= subsampling={self.subsampling}")
+        if self.n_layers < 1 or self.vocab_size < 2:
+            raise ValueError(f"n_layers={self.n_layers} and vocab_size={self.vocab_size} must be >= 1 and >= 2")
+        return self
+
+
+@dataclass
+class EncoderState:
+    """Everything `Encoder.step` carries from one chunk to the next; its size is bounded by W."""
+
+    frames: Tensor  # (B, P, F) normalised frames not yet consumed by the subsampling (P < kernel)
+    keys: list[Tensor] = field(default_factory=list)  # per layer (B, H, W-1, D/H)
+    values: list[Tensor] = field(default_factory=list)
+    invalid: int = 0  # leading cache slots that hold no frame yet (start of stream)
+
+    def numel(self) -> int:
+        return self.frames.numel() + sum(t.numel() for t in self.keys + self.values)
+
+
+class CausalSubsampling(nn.Module):
+    """Strided Conv1d over time, left-padded so encoder frame j sees feature frames up to (j+1)S-1."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.stride, self.kernel = cfg.subsampling, cfg.subsampling_kernel
+        self.conv = nn.Conv1d(cfg.n_mels, cfg.d_model, self.kernel, stride=self.stride)
+        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+
+    @property
+    def left_context(self) -> int:
+        return self.kernel - self.stride
+
+    def forward(self, frames: Tensor) -> Tensor:
+        """(B, T, F), already left-padded by `left_context` -> (B, (T - kernel) // S + 1, D)."""
+        if frames.shape[1] < self.kernel:
+            return frames.new_zeros(frames.shape[0], 0, self.proj.out_features)
+        x = self.conv(frames.transpose(1, 2)).transpose(1, 2)
+        return self.proj(F.gelu(x))
+
+
+class Block(nn.Module):
+    """Pre-norm Transformer block: x + attn(norm(x)), then x + ffn(norm(x))."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.attn_norm = nn.LayerNorm(cfg.d_model)
+        self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.window, cfg.max_distance, cfg.dropout)
+        self.ff_norm = nn.LayerNorm(cfg.d_model)
+        self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.ff_mult * cfg.d_model), nn.GELU(),
+                                nn.Dropout(cfg.dropout), nn.Linear(cfg.ff_mult * cfg.d_model, cfg.d_model))
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: int) -> tuple[Tensor, Tensor, Tensor]:
+        y, k_cache, v_cache = self.attn(self.attn_norm(x), k_cache, v_cache, invalid)
+        x = x + self.drop(y)
+        x = x + self.drop(self.ff(self.ff_norm(x)))
+        return x, k_cache, v_cache
+
+
+class Encoder(nn.Module):
+    """Streaming CTC acoustic model over log-mel frames."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.cfg = cfg.validate()
+        self.cmvn = GlobalCMVN(cfg.n_mels)
+        self.subsampling = CausalSubsampling(cfg)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.norm = nn.LayerNorm(cfg.d_model)
+        self.ctc = nn.Linear(cfg.d_model, cfg.vocab_size)
+
+    def output_lengths(self, lengths: Tensor) -> Tensor:
+        """Encoder frames for `lengths` feature frames."""
+        return lengths // self.cfg.subsampling
+
+    def forward(self, feats: Tensor, lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Whole utterances: log-mel (B, T, F) -> CTC log-probs (B, T // S, V) and their lengths (B,)."""
+        if lengths is None:
+            lengths = torch.full((feats.shape[0],), feats.shape[1], device=feats.device)
+        logprobs, _ = self.step(feats, self.initial_state(feats.shape[0], feats.device))
+        return logprobs, self.output_lengths(lengths)
+
+    def initial_state(self, batch: int = 1, device: torch.device | str = "cpu") -> EncoderState:
+        cfg, pad = self.cfg, self.subsampling.left_context
+        heads, head_dim = cfg.n_heads, cfg.d_model // cfg.n_heads
+        slots = 0 if cfg.window is None else cfg.window - 1
+        empty = torch.zeros(batch, heads, slots, head_dim, device=device)
+        return EncoderState(frames=torch.zeros(batch, pad, cfg.n_mels, device=device),
+                            keys=[empty] * cfg.n_layers, values=[empty] * cfg.n_layers, invalid=slots)
+
+    def step(self, feats: Tensor, state: EncoderState) -> tuple[Tensor, EncoderState]:
+        """One chunk of any length: log-mel (B, C, F) -> new CTC log-probs (B, C', V) and the next state."""
+        frames = torch.cat([state.frames, self.cmvn(feats)], dim=1)
+        x = self.subsampling(frames)  # (B, C', D)
+        consumed = x.shape[1] * self.subsampling.stride
+        keys, values = [], []
+        for block, k_cache, v_cache in zip(self.blocks, state.keys, state.values):
+            x, k_cache, v_cache = block(x, k_cache, v_cache, state.invalid)
+            keys.append(k_cache)
+            values.append(v_cache)
+        logprobs = self.ctc(self.norm(x)).log_softmax(dim=-1)
+        new_state = replace(state, frames=frames[:, consumed:], keys=keys, values=values,
+                            invalid=max(state.invalid - x.shape[1], 0))
+        return logprobs, new_state
+
+    def stream(self, feats: Tensor, chunk_frames: int) -> Tensor:
+        """Whole utterances through `step` in chunks: time and memory linear in T. (B, T, F) -> (B, T // S, V)."""
+        state = self.initial_state(feats.shape[0], feats.device)
+        outputs = []
+        for start in range(0, feats.shape[1], chunk_frames):
+            logprobs, state = self.step(feats[:, start:start + chunk_frames], state)
+            outputs.append(logprobs)
+        return torch.cat(outputs, dim=1) if outputs else feats.new_zeros(feats.shape[0], 0, self.cfg.vocab_size)

@@ -1,0 +1,72 @@
+"""The one model loader: a single safetensors file holds weights, config, tokenizer and CMVN stats.
+
+No pickles anywhere: a file that is not ours is refused with a clear message.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict
+from importlib import resources
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, safe_open, save_file
+
+from asr.encoder import Encoder, EncoderConfig
+from asr.tokenizer import Tokenizer
+
+FORMAT = "asr-ctc-v1"
+
+
+class ModelError(Exception):
+    """A model file that cannot be used; the message names the file and the reason."""
+
+
+def default_model_path() -> Path | None:
+    """The model bundled in the package, or None in a checkout that has not shipped one yet."""
+    path = Path(str(resources.files("asr") / "pretrained" / "default.safetensors"))
+    return path if path.is_file() else None
+
+
+def save_model(path: str | Path, encoder: Encoder, tokenizer: Tokenizer, info: dict | None = None) -> None:
+    metadata = {"format": FORMAT, "config": json.dumps(asdict(encoder.cfg)),
+                "tokenizer": base64.b64encode(tokenizer.to_bytes()).decode(), "info": json.dumps(info or {})}
+    tensors = {k: v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
+    save_file(tensors, str(path), metadata=metadata)
+
+
+def load_model(path: str | Path | None = None) -> tuple[Encoder, Tokenizer, dict]:
+    """Load (encoder in eval mode, tokenizer, info). path=None: the bundled default model."""
+    if path is None:
+        path = default_model_path()
+        if path is None:
+            raise ModelError("no bundled default model in this installation; pass --model PATH")
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"{path}: no such model file")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+        if metadata.get("format") != FORMAT:
+            raise ModelError(f"{path}: not an asr model (format {metadata.get('format')!r}, expected {FORMAT!r})")
+        cfg = EncoderConfig(**json.loads(metadata["config"]))
+        tokenizer = Tokenizer.from_bytes(base64.b64decode(metadata["tokenizer"]))
+        encoder = Encoder(cfg)
+        encoder.load_state_dict(load_file(str(path)))
+    except ModelError:
+        raise
+    except (SafetensorError, OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
+        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ModelError(f"{path}: not a valid asr model file ({reason})") from None
+    return encoder.eval(), tokenizer, json.loads(metadata.get("info", "{}"))
+
+
+def random_model(cfg: EncoderConfig | None = None, seed: int = 0) -> tuple[Encoder, Tokenizer, dict]:
+    """An untrained model from the default config (for demos before a model exists)."""
+    torch.manual_seed(seed)
+    tokenizer = Tokenizer("char")
+    cfg = cfg or EncoderConfig()
+    cfg.vocab_size = tokenizer.vocab_size
+    return Encoder(cfg).eval(), tokenizer, {"untrained": True}

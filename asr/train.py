@@ -1,0 +1,101 @@
+"""Train a model: `python -m asr.train experiment=mixture [key=value ...]` (Hydra).
+
+Everything lands in one run folder (`run_dir`): the composed config, CSV logs, checkpoints and
+the exported `model.safetensors`. Running the same command again resumes from the last checkpoint.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+import hydra
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger
+from omegaconf import DictConfig, OmegaConf
+
+from asr.config import TrainConfig, register_configs
+from asr.ctc_module import CTCModule
+from asr.data import SpeechDataModule, SpeechDataset, load_sources
+from asr.encoder import EncoderConfig
+from asr.model_io import load_model, save_model
+from asr.text import normalize
+from asr.tokenizer import Tokenizer
+
+log = logging.getLogger("asr.train")
+
+
+def estimate_cmvn(dataset: SpeechDataset, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Global per-bin mean and std of log-mel frames over `count` random training utterances."""
+    indices = random.Random(seed).sample(range(len(dataset)), min(count, len(dataset)))
+    frames = torch.cat([dataset[i][0] for i in indices])
+    return frames.mean(dim=0), frames.std(dim=0)
+
+
+def build_module(cfg: TrainConfig, run_dir: Path, datamodule_utts: list) -> CTCModule:
+    """A fresh module (tokenizer trained on the training text, CMVN estimated) or one from `init_from`."""
+    if cfg.init_from:
+        encoder, tokenizer, _ = load_model(cfg.init_from)
+        module = CTCModule(encoder.cfg, cfg.optim, tokenizer)
+        module.encoder.load_state_dict(encoder.state_dict())
+        return module
+    texts = sorted({normalize(u.text) for u in datamodule_utts})
+    tokenizer = Tokenizer.train(texts, cfg.tokenizer.kind, cfg.tokenizer.vocab_size)
+    model_cfg = EncoderConfig(**{**OmegaConf.to_container(OmegaConf.structured(cfg.model)),
+                                 "vocab_size": tokenizer.vocab_size})
+    module = CTCModule(model_cfg, cfg.optim, tokenizer)
+    mean, std = estimate_cmvn(SpeechDataset(datamodule_utts, tokenizer, None), cfg.cmvn_utterances, cfg.seed)
+    module.encoder.cmvn.set_stats(mean, std)
+    return module
+
+
+def train(cfg: TrainConfig) -> Path:
+    """Fit (or resume) the run in cfg.run_dir and export its best model; returns the model path."""
+    torch.set_num_threads(cfg.threads)
+    L.seed_everything(cfg.seed, workers=True)
+    run_dir = Path(cfg.run_dir)
+    ckpt_dir = run_dir / "checkpoints"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    last = ckpt_dir / "last.ckpt"
+    initial = run_dir / "initial.safetensors"  # tokenizer + CMVN fixed at the first start
+    if initial.exists():
+        module_cfg = OmegaConf.merge(cfg, {"init_from": str(initial)})
+        module = build_module(module_cfg, run_dir, [])
+    else:
+        module = build_module(cfg, run_dir, load_sources(cfg.data.train, cfg.data.max_duration))
+        save_model(initial, module.encoder, module.tokenizer)
+    OmegaConf.save(cfg, run_dir / "config.yaml")
+    data = SpeechDataModule(cfg.data, module.tokenizer)
+    log.info("train %d utts (%.1f h), valid %d utts, %.2fM parameters", len(data.train_utts),
+             sum(u.duration for u in data.train_utts) / 3600, len(data.valid_utts),
+             sum(p.numel() for p in module.encoder.parameters()) / 1e6)
+    checkpoints = [
+        ModelCheckpoint(dirpath=ckpt_dir, filename="step{step}", save_last=True, every_n_train_steps=cfg.checkpoint_every_steps,
+                        save_top_k=1, auto_insert_metric_name=False),
+        ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_wer", mode="min", save_top_k=1),
+    ]
+    trainer = L.Trainer(**OmegaConf.to_container(OmegaConf.structured(cfg.trainer)),
+                        default_root_dir=run_dir, logger=CSVLogger(run_dir, name="logs"),
+                        callbacks=[*checkpoints, LearningRateMonitor("step")])
+    trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None)
+    best = checkpoints[1].best_model_path or str(last)
+    state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
+    module.load_state_dict(state)
+    out = run_dir / "model.safetensors"
+    save_model(out, module.encoder, module.tokenizer, {"checkpoint": Path(best).name, "steps": trainer.global_step})
+    log.info("exported %s (from %s)", out, best)
+    return out
+
+
+register_configs()
+
+
+@hydra.main(config_path="../conf", config_name="train", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    train(cfg)
+
+
+if __name__ == "__main__":
+    main()
