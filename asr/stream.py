@@ -1,0 +1,285 @@
+"""Streaming recognition from a file or the microphone, through one emission loop.
+
+    python -m asr.stream --file AUDIO [--realtime] [--json] [--chunk-ms 500] [--compare-offline]
+    python -m asr.stream --mic [--device N|NAME] [--json] [--max-seconds S]
+    python -m asr.stream --list-devices
+
+Audio is cut into chunks of exactly --chunk-ms whatever the source delivers, so a file and a
+microphone that hear the same samples print the same results. On a terminal the current
+segment's line is redrawn after every chunk and a newline ends each final segment; otherwise
+each final segment is one plain line. --json prints one object per emission instead.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Iterable, Iterator, TextIO
+
+import numpy as np
+import soundfile as sf
+import torch
+import torchaudio
+
+from asr.audio import SAMPLE_RATE, AudioError, load_audio
+from asr.ctc import greedy_decode
+from asr.endpoint import Emission, emissions
+from asr.model_io import ModelError, default_model_path
+from asr.recognizer import Recognizer
+
+BLOCK_FRAMES = 1 << 16  # samples read from a file at a time (at its own rate)
+
+
+class StreamingResampler:
+    """torchaudio's sinc resampling computed block by block: the output equals
+    `torchaudio.functional.resample` on the whole signal (to float rounding), in bounded memory."""
+
+    def __init__(self, rate: int, new_rate: int = SAMPLE_RATE):
+        resample = torchaudio.transforms.Resample(rate, new_rate)
+        self.kernel, self.width = resample.kernel, resample.width  # (new, 1, K), zero padding
+        gcd = math.gcd(rate, new_rate)
+        self.orig, self.new = rate // gcd, new_rate // gcd
+        self.buffer = torch.zeros(self.width)  # the left zero padding torchaudio adds
+        self.seen = self.emitted = 0
+
+    def _convolve(self) -> torch.Tensor:
+        size = self.kernel.shape[-1]
+        steps = (self.buffer.numel() - size) // self.orig + 1 if self.buffer.numel() >= size else 0
+        if steps == 0:
+            return torch.zeros(0)
+        used = self.buffer[: (steps - 1) * self.orig + size]
+        out = torch.nn.functional.conv1d(used[None, None], self.kernel, stride=self.orig)
+        self.buffer = self.buffer[steps * self.orig:]
+        return out[0].transpose(0, 1).reshape(-1)
+
+    def push(self, samples: torch.Tensor) -> torch.Tensor:
+        """More input samples -> the output samples they complete."""
+        self.seen += samples.numel()
+        self.buffer = torch.cat([self.buffer, samples])
+        out = self._convolve()
+        self.emitted += out.numel()
+        return out
+
+    def flush(self) -> torch.Tensor:
+        """End of input: the remaining output (total length ceil(len * new / orig))."""
+        self.buffer = torch.cat([self.buffer, torch.zeros(self.width + self.orig)])
+        total = -(-self.seen * self.new // self.orig)
+        out = self._convolve()[: max(total - self.emitted, 0)]
+        self.emitted += out.numel()
+        return out
+
+
+def read_blocks(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[torch.Tensor]:
+    """A file of any rate, channels and length as 16 kHz mono float32 pieces, read block-wise.
+    Raises AudioError (file + reason), also for a file that breaks part-way."""
+    path = Path(path)
+    if not path.exists():
+        raise AudioError(f"{path}: no such file")
+    if path.is_dir():
+        raise AudioError(f"{path}: is a directory")
+    try:
+        audio = sf.SoundFile(str(path))
+    except Exception as err:  # soundfile raises several types for bad data
+        raise AudioError(f"{path}: not readable audio ({_first_line(err)})") from None
+    with audio:
+        if audio.format == "WAV" and (truncated := _wav_truncation(path)):
+            raise AudioError(f"{path}: {truncated}")
+        resampler = StreamingResampler(audio.samplerate) if audio.samplerate != SAMPLE_RATE else None
+        total = 0
+        while True:
+            try:
+                block = audio.read(block_frames, dtype="float32", always_2d=True)
+            except Exception as err:
+                raise AudioError(f"{path}: read failed after {total} samples ({_first_line(err)})") from None
+            if block.shape[0] == 0:
+                break
+            if not np.isfinite(block).all():
+                raise AudioError(f"{path}: contains invalid (NaN or infinite) samples")
+            total += block.shape[0]
+            mono = torch.from_numpy(block).mean(dim=1)
+            yield resampler.push(mono) if resampler else mono
+        if total == 0:
+            raise AudioError(f"{path}: contains no audio samples")
+        if resampler:
+            yield resampler.flush()
+
+
+def _wav_truncation(path: Path) -> str | None:
+    """A reason if a WAV file's data chunk is shorter than its header declares, else None.
+    (libsndfile silently reads the part that is there.) Placeholder sizes 0 and 2^32-1, as
+    written by recorders that never finished the header, are not checked."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16)
+    pos = 12
+    while pos + 8 <= len(head) and head[:4] == b"RIFF":
+        chunk, size = head[pos:pos + 4], int.from_bytes(head[pos + 4:pos + 8], "little")
+        if chunk == b"data":
+            held = path.stat().st_size - pos - 8
+            if size not in (0, 0xFFFFFFFF) and held < size:
+                return f"truncated file (header declares {size} bytes of samples, the file holds {held})"
+            return None
+        pos += 8 + size + (size & 1)
+    return None
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def rechunk(pieces: Iterable[torch.Tensor], size: int, max_samples: int | None = None) -> Iterator[torch.Tensor]:
+    """Pieces of any length -> chunks of exactly `size` samples (the last may be shorter),
+    stopping after `max_samples` samples if given."""
+    buffer, taken = torch.zeros(0), 0
+    for piece in pieces:
+        if max_samples is not None:
+            piece = piece[: max_samples - taken]
+        taken += piece.numel()
+        buffer = torch.cat([buffer, piece])
+        while buffer.numel() >= size:
+            yield buffer[:size]
+            buffer = buffer[size:]
+        if max_samples is not None and taken >= max_samples:
+            break
+    if buffer.numel():
+        yield buffer
+
+
+def paced(chunks: Iterable[torch.Tensor]) -> Iterator[torch.Tensor]:
+    """Release each chunk no earlier than a microphone would have delivered it."""
+    began, samples = time.monotonic(), 0
+    for chunk in chunks:
+        samples += chunk.numel()
+        time.sleep(max(0.0, began + samples / SAMPLE_RATE - time.monotonic()))
+        yield chunk
+
+
+def load_recognizer(tool: str, model: str | None) -> Recognizer:
+    """The model at `model`, else the bundled one, else (with a warning) an untrained one."""
+    if model is None and default_model_path() is None:
+        print(f"asr.{tool}: no bundled model yet; using a randomly initialised model from the default config",
+              file=sys.stderr)
+    return Recognizer.load(model, allow_random=True)
+
+
+class LineDisplay:
+    """Terminal output: redraw the open segment in place on a TTY; plain final lines otherwise."""
+
+    def __init__(self, out: TextIO, tty: bool):
+        self.out, self.tty = out, tty
+
+    def show(self, emission: Emission) -> None:
+        if self.tty:  # a partial shows the tail that fits on one line; a final shows everything
+            width = max(10, shutil.get_terminal_size().columns - 1)
+            text = emission.text + "\n" if emission.is_final else emission.text[-width:]
+            self.out.write("\r\033[K" + text)
+        elif emission.is_final:
+            self.out.write(emission.text + "\n")
+        self.out.flush()
+
+
+def compare_offline(recognizer: Recognizer, wave: torch.Tensor, chunk_samples: int) -> tuple[float, int]:
+    """Max |streamed - offline| log-prob and the number of differing greedy tokens."""
+    streamed, _ = recognizer.run(wave, chunk_samples)
+    offline = recognizer.offline_logprobs(wave)
+    if streamed.shape != offline.shape:
+        raise AssertionError(f"streamed {tuple(streamed.shape)} != offline {tuple(offline.shape)}")
+    diff = (streamed - offline).abs().max().item() if offline.numel() else 0.0
+    a, b = greedy_decode(streamed), greedy_decode(offline)
+    mismatches = sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
+    return diff, mismatches
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m asr.stream", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--file", help="audio file fed through the streaming path")
+    source.add_argument("--mic", action="store_true", help="live input (16 kHz mono int16 via PortAudio)")
+    source.add_argument("--list-devices", action="store_true", help="list audio devices and exit")
+    parser.add_argument("--device", help="input device number or name (default: the system default)")
+    parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    parser.add_argument("--chunk-ms", type=float, default=500.0, help="audio per step in ms (default 500)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per emission")
+    parser.add_argument("--realtime", action="store_true", help="with --file: pace input like a microphone")
+    parser.add_argument("--max-seconds", type=float, help="stop after this many seconds of audio")
+    parser.add_argument("--compare-offline", action="store_true",
+                        help="with --file: also run the whole-utterance forward and print the differences")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.chunk_ms <= 0:
+        parser.error(f"--chunk-ms must be > 0 (got {args.chunk_ms})")
+    if args.max_seconds is not None and args.max_seconds <= 0:
+        parser.error(f"--max-seconds must be > 0 (got {args.max_seconds})")
+    if args.file is None and (args.realtime or args.compare_offline):
+        parser.error("--realtime and --compare-offline need --file")
+    from asr import microphone  # sounddevice itself is imported only when a device is used
+    if args.list_devices:
+        try:
+            print(microphone.list_devices())
+        except microphone.NoDeviceError as err:
+            print(f"asr.stream: error: {err}", file=sys.stderr)
+            return 2
+        return 0
+    try:
+        recognizer = load_recognizer("stream", args.model)
+    except ModelError as err:
+        print(f"asr.stream: error: {err}", file=sys.stderr)
+        return 1
+    chunk_samples = max(1, round(args.chunk_ms * SAMPLE_RATE / 1000))
+    max_samples = None if args.max_seconds is None else round(args.max_seconds * SAMPLE_RATE)
+    display = LineDisplay(sys.stdout, sys.stdout.isatty())
+
+    def show(chunks: Iterable[torch.Tensor]) -> None:
+        for emission in emissions(recognizer, rechunk(chunks, chunk_samples, max_samples)):
+            if args.json:
+                print(json.dumps(emission.to_json()), flush=True)
+            else:
+                display.show(emission)
+
+    if args.mic:
+        return _run_mic(args, show)
+    try:
+        show(paced(read_blocks(args.file)) if args.realtime else read_blocks(args.file))
+        if args.compare_offline:
+            diff, mismatches = compare_offline(recognizer, load_audio(args.file), chunk_samples)
+            print(f"max_abs_diff={diff:.3g} token_mismatches={mismatches}")
+    except AudioError as err:
+        print(f"\nasr.stream: error: {err}" if display.tty else f"asr.stream: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_mic(args: argparse.Namespace, show) -> int:
+    """Live input until Ctrl-C (or --max-seconds); the open segment is closed on the way out."""
+    from asr import microphone
+    try:
+        mic = microphone.Microphone(args.device, max_seconds=args.max_seconds)
+        with mic:
+            print(f"asr.stream: listening on {mic.name} (16 kHz mono); Ctrl-C to stop", file=sys.stderr)
+            previous = signal.signal(signal.SIGINT, lambda *_: mic.stop())
+            try:
+                show(mic.chunks())
+            finally:
+                signal.signal(signal.SIGINT, previous)
+    except microphone.NoDeviceError as err:
+        print(f"asr.stream: error: {err}", file=sys.stderr)
+        return 2
+    except microphone.MicrophoneError as err:
+        print(f"asr.stream: error: {err}", file=sys.stderr)
+        return 1
+    if mic.overflows:
+        print(f"asr.stream: warning: {mic.overflows} input overflow(s): audio was lost", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

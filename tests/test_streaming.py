@@ -1,0 +1,112 @@
+"""Streaming equals the whole-utterance forward; state stays bounded; the past never changes."""
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asr.ctc import greedy_decode
+from helpers import PRESETS, preset, tiny_encoder
+
+SUBSAMPLING = [(1, 1), (2, 4), (4, 8)]  # (factor, kernel)
+
+
+def stream_in_chunks(model, feats, sizes):
+    state, outs, start = model.initial_state(feats.shape[0]), [], 0
+    for size in sizes:
+        logprobs, state = model.step(feats[:, start:start + size], state)
+        outs.append(logprobs)
+        start += size
+    logprobs, state = model.step(feats[:, start:], state)
+    return torch.cat(outs + [logprobs], dim=1), state
+
+
+@settings(max_examples=12, deadline=None)
+@given(preset_name=st.sampled_from(PRESETS), sub=st.sampled_from(SUBSAMPLING),
+       sizes=st.lists(st.integers(1, 40), min_size=1, max_size=12), seed=st.integers(0, 3))
+def test_chunked_equals_full(preset_name, sub, sizes, seed):
+    model = tiny_encoder(seed, subsampling=sub[0], subsampling_kernel=sub[1], **preset(preset_name))
+    feats = torch.randn(1, 150, 80) * 3
+    with torch.no_grad():
+        full, _ = model(feats)
+        streamed, _ = stream_in_chunks(model, feats, sizes)
+    assert streamed.shape == full.shape
+    torch.testing.assert_close(streamed, full, atol=1e-4, rtol=0)
+    assert greedy_decode(streamed[0]) == greedy_decode(full[0])
+
+
+def test_every_preset_and_factor_streams_exactly_frame_by_frame():
+    for name in PRESETS:
+        for factor, kernel in SUBSAMPLING:
+            model = tiny_encoder(1, subsampling=factor, subsampling_kernel=kernel, **preset(name))
+            feats = torch.randn(1, 50, 80)
+            with torch.no_grad():
+                full, _ = model(feats)
+                streamed, _ = stream_in_chunks(model, feats, [1] * 49)
+            torch.testing.assert_close(streamed, full, atol=1e-4, rtol=0, msg=f"{name} S={factor}")
+
+
+@settings(max_examples=10, deadline=None)
+@given(sub=st.sampled_from(SUBSAMPLING), cut=st.integers(0, 99), window=st.sampled_from([1, 4, 16, None]))
+def test_causality_future_input_never_changes_past_output(sub, cut, window):
+    model = tiny_encoder(0, subsampling=sub[0], subsampling_kernel=sub[1], window=window)
+    feats = torch.randn(1, 100, 80)
+    changed = feats.clone()
+    changed[:, cut:] = torch.randn(1, 100 - cut, 80) * 5
+    with torch.no_grad():
+        a, _ = model(feats)
+        b, _ = model(changed)
+    unaffected = cut // sub[0]  # encoder frame j reads feature frames up to (j+1)S - 1
+    torch.testing.assert_close(a[:, :unaffected], b[:, :unaffected], atol=1e-6, rtol=0)
+    if unaffected < a.shape[1]:
+        assert not torch.allclose(a[:, unaffected:], b[:, unaffected:])
+
+
+def test_padded_batch_equals_each_utterance_alone():
+    model = tiny_encoder(2, subsampling=4, subsampling_kernel=8, window=6)
+    lengths = [100, 37, 64]
+    utts = [torch.randn(n, 80) for n in lengths]
+    batch = torch.nn.utils.rnn.pad_sequence(utts, batch_first=True, padding_value=9.0)
+    targets = [torch.randint(1, 16, (n // 20,)) for n in lengths]
+    with torch.no_grad():
+        out, out_lens = model(batch, torch.tensor(lengths))
+        batch_loss = F.ctc_loss(out.transpose(0, 1), torch.nn.utils.rnn.pad_sequence(targets, batch_first=True),
+                                out_lens, torch.tensor([len(t) for t in targets]), reduction="sum")
+        alone_loss = 0.0
+        for i, utt in enumerate(utts):
+            alone, alone_len = model(utt[None])
+            assert out_lens[i] == alone_len[0]
+            torch.testing.assert_close(out[i, :out_lens[i]], alone[0], atol=1e-5, rtol=0)
+            alone_loss += F.ctc_loss(alone[0], targets[i], alone_len, torch.tensor([len(targets[i])]), reduction="sum")
+    torch.testing.assert_close(batch_loss, alone_loss, atol=1e-3, rtol=1e-5)
+
+
+def test_state_after_an_hour_is_the_size_of_a_minute():
+    model = tiny_encoder(0, subsampling=4, subsampling_kernel=8, window=16)
+    state = model.initial_state(1)
+    chunk = torch.randn(1, 500, 80)  # 5 s
+    sizes = {}
+    with torch.no_grad():
+        for i in range(1, 721):  # one hour
+            _, state = model.step(chunk, state)
+            if i in (12, 720):
+                sizes[i] = (state.numel(), [tuple(k.shape) for k in state.keys], state.frames.shape)
+    assert sizes[12] == sizes[720]
+
+
+def test_same_audio_same_output_after_an_hour_of_other_audio():
+    model = tiny_encoder(3, subsampling=4, subsampling_kernel=8, window=10)
+    speech = torch.randn(1, 400, 80)
+    hour = torch.randn(1, 360000, 80)
+    receptive = model.cfg.n_layers * (model.cfg.window - 1) + 2  # encoder frames to refill the context
+    with torch.no_grad():
+        fresh, _ = stream_in_chunks(model, speech, [50] * 7)
+        state = model.initial_state(1)
+        for start in range(0, hour.shape[1], 500):
+            _, state = model.step(hour[:, start:start + 500], state)
+        outs = []
+        for start in range(0, 400, 50):
+            logprobs, state = model.step(speech[:, start:start + 50], state)
+            outs.append(logprobs)
+        late = torch.cat(outs, 1)
+    torch.testing.assert_close(late[:, receptive:], fresh[:, receptive:], atol=1e-4, rtol=0)
+    assert not torch.allclose(late[:, :2], fresh[:, :2])  # the start did see the earlier audio
