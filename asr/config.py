@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
@@ -34,8 +35,8 @@ class TrainerConfig:
     accumulate_grad_batches: int = 1
     log_every_n_steps: int = 10
     limit_val_batches: float = 1.0
-    check_val_every_n_epoch: int = 1
-    val_check_interval: float | None = None  # steps or fraction of an epoch between validations
+    check_val_every_n_epoch: int | None = 1
+    val_check_interval: Any = None  # steps (int) or fraction of an epoch (float) between validations
 
 
 @dataclass

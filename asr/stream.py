@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Iterable, Iterator, TextIO
+from typing import Callable, Iterable, Iterator, TextIO
 
 import numpy as np
 import soundfile as sf
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _run_mic(args: argparse.Namespace, show) -> int:
+def _run_mic(args: argparse.Namespace, show: Callable[[Iterable[torch.Tensor]], None]) -> int:
     """Live input until Ctrl-C (or --max-seconds); the open segment is closed on the way out."""
     from asr import microphone
     try:

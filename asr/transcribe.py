@@ -1,0 +1,164 @@
+"""Batch transcription through the streaming path.
+
+    python -m asr.transcribe AUDIO_OR_DIR_OR_MANIFEST... [--model PATH]
+                             [--format txt|json|srt|vtt] [--output-dir DIR]
+
+Inputs: audio files (wav/flac/ogg..., any rate, mono or stereo, any length), folders (searched
+recursively for audio) and manifests (*.jsonl). Files are read block-wise and resampled
+block-wise exactly (asr.stream.read_blocks), so an hour-long file needs little memory.
+Without --output-dir the results go to stdout (txt: the text alone for one file, FILE<TAB>TEXT
+lines for several; json: one object a line). A failed file gives one error line on stderr;
+the others are still transcribed, a summary names the failures and the exit status is 1.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+import soundfile as sf
+import torch
+from tqdm import tqdm
+
+from asr.audio import AUDIO_SUFFIXES, SAMPLE_RATE, AudioError
+from asr.endpoint import emissions
+from asr.manifest import ManifestError, read_manifest
+from asr.model_io import ModelError
+from asr.outputs import FORMATS, Segment, Transcript, render
+from asr.recognizer import Recognizer
+from asr.stream import load_recognizer, read_blocks, rechunk
+
+MANIFEST_SUFFIXES = (".jsonl",)
+PROGRESS_SECONDS = 60.0  # show a progress bar (on a terminal) for at least this much audio...
+PROGRESS_FILES = 5  # ...or this many files
+
+
+def expand_inputs(items: Iterable[str]) -> tuple[list[Path], list[str]]:
+    """Files, folders and manifests -> (audio files in order, error lines for unusable inputs)."""
+    files: list[Path] = []
+    errors: list[str] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in AUDIO_SUFFIXES)
+            if not found:
+                errors.append(f"{path}: no audio files in this directory (looked for {' '.join(AUDIO_SUFFIXES)})")
+            files.extend(found)
+        elif path.suffix.lower() in MANIFEST_SUFFIXES:
+            try:
+                utterances = read_manifest(path)
+            except ManifestError as err:
+                errors.append(str(err))
+                continue
+            if not utterances:
+                errors.append(f"{path}: manifest lists no utterances")
+            files.extend(u.audio for u in utterances)
+        else:
+            files.append(path)  # a missing or unreadable file fails when it is read
+    return files, errors
+
+
+def transcribe_file(recognizer: Recognizer, path: Path, chunk_samples: int = 32000,
+                    progress: Callable[[float], None] | None = None) -> Transcript:
+    """One file through the streaming recognizer and endpointer; raises AudioError."""
+    samples = 0
+
+    def counted(chunks: Iterable[torch.Tensor]) -> Iterator[torch.Tensor]:
+        nonlocal samples
+        for chunk in chunks:
+            samples += chunk.numel()
+            if progress:
+                progress(chunk.numel() / SAMPLE_RATE)
+            yield chunk
+
+    began = time.perf_counter()
+    segments = [Segment(e.start, e.end, e.text, e.words)
+                for e in emissions(recognizer, counted(rechunk(read_blocks(path), chunk_samples))) if e.is_final]
+    duration = samples / SAMPLE_RATE
+    rtf = (time.perf_counter() - began) / duration if duration else 0.0
+    return Transcript(str(path), " ".join(s.text for s in segments), duration, segments, rtf)
+
+
+def _duration(path: Path) -> float:
+    try:
+        return sf.info(str(path)).duration
+    except Exception:  # unreadable files are reported when they are transcribed
+        return 0.0
+
+
+def _output_name(path: Path, fmt: str, used: set[str]) -> str:
+    """DIR-relative output name: stem.fmt, else name.fmt, else a numbered name if taken."""
+    for name in (f"{path.stem}.{fmt}", f"{path.name}.{fmt}"):
+        if name not in used:
+            break
+    number = 1
+    while name in used:
+        name, number = f"{path.stem}-{number}.{fmt}", number + 1
+    used.add(name)
+    return name
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m asr.transcribe", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("inputs", nargs="+", metavar="AUDIO_OR_DIR_OR_MANIFEST")
+    parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    parser.add_argument("--format", choices=FORMATS, default="txt", help="output format (default txt)")
+    parser.add_argument("--output-dir", type=Path, help="write one FILE.<format> per input here")
+    parser.add_argument("--chunk-ms", type=float, default=2000.0,
+                        help="audio per recognizer step in ms (speed only; default 2000)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.chunk_ms <= 0:
+        parser.error(f"--chunk-ms must be > 0 (got {args.chunk_ms})")
+    files, errors = expand_inputs(args.inputs)
+    for error in errors:
+        print(f"asr.transcribe: error: {error}", file=sys.stderr)
+    if not files:
+        return 1
+    try:
+        recognizer = load_recognizer("transcribe", args.model)
+        if args.output_dir:
+            args.output_dir.mkdir(parents=True, exist_ok=True)
+    except (ModelError, OSError) as err:
+        print(f"asr.transcribe: error: {err}", file=sys.stderr)
+        return 1
+    chunk_samples = max(1, round(args.chunk_ms * SAMPLE_RATE / 1000))
+    total = sum(_duration(f) for f in files)
+    show_bar = sys.stderr.isatty() and (total >= PROGRESS_SECONDS or len(files) >= PROGRESS_FILES)
+    failed: list[str] = []
+    used: set[str] = set()
+    with tqdm(total=round(total, 1), unit="s", disable=not show_bar, leave=False, file=sys.stderr,
+              bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s audio [{elapsed}<{remaining}]") as bar:
+        for path in files:
+            bar.set_description(path.name[-30:])
+            try:
+                result = transcribe_file(recognizer, path, chunk_samples, bar.update)
+            except AudioError as err:
+                tqdm.write(f"asr.transcribe: error: {err}", file=sys.stderr)
+                failed.append(str(path))
+                continue
+            text = render(result, args.format)
+            if args.output_dir:
+                (args.output_dir / _output_name(path, args.format, used)).write_text(text)
+            elif args.format == "txt" and len(files) > 1:
+                tqdm.write(f"{path}\t{result.text}", file=sys.stdout)
+            else:
+                tqdm.write(text.rstrip("\n"), file=sys.stdout)
+    failed_inputs = len(failed) + len(errors)
+    if failed_inputs:
+        names = ", ".join(failed + [e.split(": ")[0] for e in errors])
+        print(f"asr.transcribe: {failed_inputs} input(s) failed, {len(files) - len(failed)} transcribed; "
+              f"failed: {names}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+"""Generate a multi-voice synthetic English speech corpus offline.
+
+    python recipes/synthetic/prepare.py --text-dir ../shared/data/text --out data/synthetic \
+        --hours-train 8 --jobs 2 [--engines espeak flite festival hibari piper kokoro]
+
+Writes <out>/train.jsonl and <out>/check.jsonl ({"audio", "duration", "text", "speaker"}) and
+16 kHz mono FLAC under <out>/audio/<speaker>/. Files that exist are reused (resume); the manifests
+are rewritten atomically after every round. Deterministic given --seed. See README.md beside this file.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import time
+import unicodedata
+from dataclasses import dataclass
+from itertools import takewhile
+from multiprocessing import Pool
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parents[1])]
+from asr.text import normalize  # noqa: E402
+import engines as E  # noqa: E402
+
+log = logging.getLogger("synthetic")
+HOLD_EVERY = 50  # sentence i of each text file (after filtering) is held out when i % 50 == 0
+_ABBREV = re.compile(r"\b(Mr|Mrs|Ms|Dr|St|Jr|Sr|Co|Ltd|Inc|vs|etc|viz|cf|Prof|Gen|Col|Capt|Lt|Sgt|Rev|Hon|"
+                     r"Gov|Sen|Rep|No|Vol|Ch|Fig|Mt|Ft|ca|approx|e\.g|i\.e)\.", re.I)
+_ROMAN = re.compile(r"\b[IVXLCDM]{2,}\b")
+_UNSAFE = re.compile(r"[^A-Za-z\s.,;:!?'\"()\-&]")
+_LABEL = re.compile(r"^[A-Z][A-Za-z]{0,3}:")  # "DE: Is that ...?" (dialogue speaker labels)
+
+
+@dataclass(frozen=True)
+class Sentence:
+    sid: str   # "<file stem>-<index>"
+    tts: str   # what the engine reads (the original, case-fixed)
+    text: str  # normalised transcript
+
+
+@dataclass(frozen=True)
+class Item:
+    sentence: Sentence
+    voice: E.Voice
+    seed: int
+
+    @property
+    def rel(self) -> str:
+        return f"audio/{self.voice.speaker}/{self.sentence.sid}.flac"
+
+
+def fold(s: str) -> str:
+    s = s.translate(str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"',
+                                   "\u2014": " - ", "\u2013": " - "}))
+    return unicodedata.normalize("NFKD", s).encode("ascii", "ignore").decode()
+
+
+def tts_text(s: str) -> str | None:
+    """The sentence as the engine should read it, or None when it is unsuitable for synthesis."""
+    s = " ".join(s.split())
+    if any(c.isdigit() for c in s) or _UNSAFE.search(fold(s)) or _ABBREV.search(s) or _LABEL.match(s):
+        return None
+    if s.upper() == s:  # all-caps transcript (LibriSpeech): read as words, not letters
+        return re.sub(r"\bi\b", "I", s.lower())
+    if _ROMAN.search(s):
+        return None
+    # capitals are read as words (runs of them are headings); "FBI", "MTBF" alone stay spelled
+    shortest = 2 if len(re.findall(r"\b[A-Z]{2,}\b", s)) >= 2 else 4
+    return re.sub(r"\b(?=[A-Z]*[AEIOU])[A-Z]{%d,}\b" % shortest, lambda m: m.group().lower(), s)
+
+
+def load_sentences(text_dir: Path, exclude: set[str]) -> tuple[list[Sentence], list[Sentence]]:
+    """Filter every *.txt in text_dir; return (train, held_out), deduplicated on normalised text."""
+    seen, train, held = set(exclude), [], []
+    for path in sorted(text_dir.glob("*.txt")):
+        kept = 0
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            tts = tts_text(line)
+            if tts is None:
+                continue
+            text = normalize(line)
+            if not 2 <= len(text.split()) <= 25 or text in seen:
+                continue
+            seen.add(text)
+            s = Sentence(f"{path.stem}-{kept:05d}", tts, text)
+            (held if kept % HOLD_EVERY == 0 else train).append(s)
+            kept += 1
+    return train, held
+
+
+def stable_seed(*parts: object) -> int:
+    return int.from_bytes(hashlib.sha1("|".join(map(str, parts)).encode()).digest()[:8], "little")
+
+
+def postprocess(audio: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Trim silence to at most ~0.3 s each side, scale the peak to a random level in [0.3, 0.95]."""
+    frame = 160
+    n = len(audio) // frame
+    if n == 0:
+        return audio
+    rms = np.sqrt(np.mean(audio[: n * frame].reshape(n, frame) ** 2, axis=1))
+    voiced = np.flatnonzero(rms > rms.max() * 10 ** (-40 / 20))
+    start = max(0, voiced[0] * frame - int(rng.uniform(0.05, 0.3) * E.SR))
+    end = min(len(audio), (voiced[-1] + 1) * frame + int(rng.uniform(0.05, 0.3) * E.SR))
+    audio = audio[start:end]
+    peak = float(np.abs(audio).max())
+    return audio * (rng.uniform(0.3, 0.95) / peak) if peak > 0 else audio
+
+
+def synthesize(job: tuple[Item, str]) -> tuple[str, float, float]:
+    """Worker: make one file unless it exists; return (rel path, duration s, synthesis wall s)."""
+    item, out = job
+    path = Path(out) / item.rel
+    if path.exists():
+        return item.rel, sf.info(str(path)).duration, 0.0
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(item.seed)
+    try:
+        audio = postprocess(E.SYNTH[item.voice.engine](item.sentence.tts, item.voice, rng), rng)
+    except Exception as e:  # noqa: BLE001 - one bad sentence must not stop the corpus
+        log.warning("failed %s (%s): %r", item.rel, item.sentence.tts, e)
+        return item.rel, 0.0, 0.0
+    if len(audio) < E.SR // 5 or not np.isfinite(audio).all():
+        return item.rel, 0.0, 0.0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.flac")
+    sf.write(str(tmp), audio, E.SR, subtype="PCM_16")
+    os.replace(tmp, path)
+    return item.rel, len(audio) / E.SR, time.perf_counter() - t0
+
+
+class Stream:
+    """One engine's deterministic, endless-until-exhausted sequence of train items."""
+
+    def __init__(self, engine: str, sentences: list[Sentence], seed: int) -> None:
+        self.engine, self.sentences, self.seed = engine, sentences, seed
+        self.voices = [v for v in E.voices(engine) if not E.is_held_out(v)]
+        self.done: list[tuple[Item, float]] = []  # generated prefix: (item, duration)
+        self.hours = 0.0
+        self.synth_s = self.audio_s = 0.0  # for the x-real-time report
+        self.next_i = 0  # next index of self.sentences to take
+
+    def item(self, i: int) -> Item:
+        rng = np.random.default_rng(stable_seed(self.seed, self.engine, i))
+        voice = self.voices[int(rng.integers(len(self.voices)))]
+        s = self.sentences[i]
+        return Item(s, voice, stable_seed(self.seed, voice.speaker, s.sid))
+
+
+def extend(stream: Stream, target_h: float, pool: Pool | None, out: Path, chunk: int = 32) -> None:
+    """Grow `stream.done` in order until it holds `target_h` hours (or the sentences run out).
+
+    With pool=None only existing files are taken, up to the first missing one."""
+    while stream.hours < target_h and stream.next_i < len(stream.sentences):
+        i = stream.next_i
+        mean_s = stream.hours * 3600 / len(stream.done) if stream.done else 3.0
+        n = min(chunk, int((target_h - stream.hours) * 3600 / mean_s) + 1)  # don't overshoot much
+        items = [stream.item(j) for j in range(i, min(i + n, len(stream.sentences)))]
+        if pool is None:
+            items = list(takewhile(lambda it: (out / it.rel).exists(), items))
+            if not items:
+                return
+        for it, (_, dur, wall) in zip(items, (pool.imap if pool else map)(
+                synthesize, [(it, str(out)) for it in items])):
+            if stream.hours >= target_h:
+                break
+            stream.next_i += 1
+            if wall > 0:
+                stream.synth_s, stream.audio_s = stream.synth_s + wall, stream.audio_s + dur
+            if dur > 0:
+                stream.done.append((it, dur))
+                stream.hours += dur / 3600
+
+
+def check_items(held: list[Sentence], engines: list[str], n: int, seed: int) -> list[Item]:
+    """~85% held-out voices, ~15% training voices, all on held-out sentences."""
+    rng = np.random.default_rng(stable_seed(seed, "check"))
+    order = rng.permutation(len(held))[:n]
+    held_v = [v for e in engines for v in E.voices(e) if E.is_held_out(v)]
+    groups = [[v for v in held_v if v.engine == e] for e in engines]
+    groups = [g for g in groups if g]
+    train_v = [v for e in engines for v in E.voices(e) if not E.is_held_out(v)]
+    items = []
+    for k, j in enumerate(order):
+        if not groups or rng.random() < 0.15:
+            v = train_v[int(rng.integers(len(train_v)))]
+        else:
+            g = groups[k % len(groups)]
+            v = g[int(rng.integers(len(g)))]
+        items.append(Item(held[j], v, stable_seed(seed, v.speaker, held[j].sid)))
+    return items
+
+
+def write_manifest(path: Path, rows: list[tuple[Item, float]]) -> None:
+    tmp = path.with_suffix(".jsonl.tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for it, dur in rows:
+            f.write(json.dumps({"audio": it.rel, "duration": round(dur, 3), "text": it.sentence.text,
+                                "speaker": it.voice.speaker}) + "\n")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--text-dir", type=Path, default=Path("../shared/data/text"))
+    p.add_argument("--out", type=Path, default=Path("data/synthetic"))
+    p.add_argument("--dev-manifest", type=Path, default=None,
+                   help="transcripts never used as synthesis text (default: <text-dir>/../speechocean762/dev.jsonl)")
+    p.add_argument("--hours-train", type=float, default=8.0)
+    p.add_argument("--check-utts", type=int, default=300)
+    p.add_argument("--engines", nargs="+", default=list(E.SYNTH), choices=list(E.SYNTH))
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rounds", type=int, default=4, help="manifests are rewritten after each round")
+    p.add_argument("--max-sentences", type=int, default=0, help="use only the first N train/held sentences (tests)")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+
+    engines = [e for e in a.engines if E.available(e)]
+    for e in set(a.engines) - set(engines):
+        log.warning("engine %s is not available here: skipped", e)
+    if not engines:
+        sys.exit("no TTS engine available")
+    dev = a.dev_manifest or a.text_dir.parent / "speechocean762" / "dev.jsonl"
+    exclude = {normalize(json.loads(line)["text"]) for line in dev.open()} if dev.exists() else set()
+    train_s, held_s = load_sentences(a.text_dir, exclude)
+    if a.max_sentences:
+        train_s, held_s = train_s[: a.max_sentences], held_s[: a.max_sentences]
+    log.info("%d train sentences, %d held-out sentences, %d dev transcripts excluded; engines %s",
+             len(train_s), len(held_s), len(exclude), engines)
+    a.out.mkdir(parents=True, exist_ok=True)
+
+    # Each engine reads its own slice of one shuffled sentence list, so engines never share a sentence.
+    order = np.random.default_rng(a.seed).permutation(len(train_s))
+    allk = list(E.SYNTH)
+    streams = [Stream(e, [train_s[j] for j in order[allk.index(e)::len(allk)]], a.seed) for e in engines]
+    share = {e: E.WEIGHTS[e] / sum(E.WEIGHTS[x] for x in engines) for e in engines}
+
+    with Pool(a.jobs) as pool:
+        checks = check_items(held_s, engines, a.check_utts, a.seed)
+        results = pool.map(synthesize, [(it, str(a.out)) for it in checks], chunksize=4)
+        write_manifest(a.out / "check.jsonl", [(it, r[1]) for it, r in zip(checks, results) if r[1] > 0])
+        for st in streams:  # pick up what a previous run made, so the manifest only grows
+            extend(st, a.hours_train * share[st.engine], None, a.out)
+        write_manifest(a.out / "train.jsonl", [row for st in streams for row in st.done])
+        for r in range(1, a.rounds + 1):
+            for st in streams:
+                extend(st, a.hours_train * share[st.engine] * r / a.rounds, pool, a.out)
+                log.info("round %d %-8s %6.2f h %5d utts %s", r, st.engine, st.hours, len(st.done),
+                         f"{st.audio_s / st.synth_s:.1f}x real time per job" if st.synth_s else "")
+                write_manifest(a.out / "train.jsonl", [row for st in streams for row in st.done])
+    total = sum(st.hours for st in streams)
+    log.info("done: train %.2f h in %d utts, check %d utts", total, sum(len(st.done) for st in streams),
+             sum(1 for r in results if r[1] > 0))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Bad input: a correct result, or one error line naming the file and the reason plus a non-zero exit."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+from safetensors.torch import save_file
+
+from asr import evaluate, stream, transcribe
+from conftest import tone, write
+
+
+def run_transcribe(capsys, *args: str) -> tuple[int, str, list[str]]:
+    code = transcribe.main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err.splitlines()
+
+
+def make_bad(folder: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (file, expected words of the error reason)."""
+    folder.mkdir(exist_ok=True)
+    empty = folder / "empty.wav"
+    empty.write_bytes(b"")
+    good = write(folder / "good.wav", tone(1.0), subtype="PCM_16")
+    truncated = folder / "truncated.wav"
+    truncated.write_bytes(good.read_bytes()[:16000])
+    corrupt = folder / "corrupt.flac"
+    flac = bytearray(write(folder / "ok.flac", tone(1.0)).read_bytes())
+    flac[len(flac) // 2:len(flac) // 2 + 300] = b"\xff" * 300
+    corrupt.write_bytes(bytes(flac))
+    (folder / "ok.flac").unlink()
+    notes = folder / "notes.wav"
+    notes.write_text("these are not samples\n" * 20)
+    nan = write(folder / "nan.wav", np.array([0.1, np.nan, 0.2] * 1000, dtype=np.float32), subtype="FLOAT")
+    zero = folder / "zero.wav"
+    sf.write(str(zero), np.zeros(0, dtype=np.float32), 16000)
+    good.unlink()
+    return {"empty": (empty, "not readable audio"), "truncated": (truncated, "truncated file"),
+            "corrupt": (corrupt, "read failed"), "not audio": (notes, "not readable audio"),
+            "nan": (nan, "invalid (NaN or infinite) samples"), "no samples": (zero, "contains no audio samples"),
+            "missing": (folder / "missing.ogg", "no such file")}
+
+
+BAD_CASES = ["empty", "truncated", "corrupt", "not audio", "nan", "no samples", "missing"]
+
+
+@pytest.mark.parametrize("case", BAD_CASES)
+def test_bad_file_gives_one_error_line(case: str, model_path: Path, tmp_path: Path, capsys) -> None:
+    path, reason = make_bad(tmp_path)[case]
+    code, out, err = run_transcribe(capsys, str(path), "--model", str(model_path))
+    assert code == 1 and out == ""
+    assert err[0].startswith(f"asr.transcribe: error: {path}: ") and reason in err[0], err
+    assert len(err) == 2 and str(path) in err[1]  # the error, then the summary
+
+
+def test_batch_goes_on_and_summary_names_failures(model_path: Path, tmp_path: Path, capsys) -> None:
+    bad = make_bad(tmp_path / "bad")
+    good = write(tmp_path / "good.flac", tone(0.7))
+    folder = tmp_path / "quiet"
+    folder.mkdir()
+    (folder / "readme.txt").write_text("no audio here")
+    inputs = [str(p) for p, _ in bad.values()] + [str(good), str(folder)]
+    code, out, err = run_transcribe(capsys, *inputs, "--model", str(model_path), "--format", "json")
+    assert code == 1
+    assert [json.loads(line)["audio"] for line in out.splitlines()] == [str(good)]
+    assert f"asr.transcribe: error: {folder}: no audio files in this directory" in err[0]
+    summary = err[-1]
+    assert summary.startswith(f"asr.transcribe: {len(bad) + 1} input(s) failed, 1 transcribed")
+    assert all(str(p) in summary for p, _ in bad.values()) and str(folder) in summary
+
+
+@pytest.mark.parametrize("rate,channels,subtype,seconds", [
+    (8000, 1, "PCM_16", 1.0), (48000, 1, "PCM_16", 1.0), (44100, 1, "PCM_24", 1.0),
+    (16000, 2, "PCM_16", 1.0), (22050, 2, "FLOAT", 0.5), (16000, 1, "PCM_16", 1 / 16000)])
+def test_odd_formats_give_results(rate: int, channels: int, subtype: str, seconds: float, model_path: Path,
+                                  tmp_path: Path, capsys) -> None:
+    audio = write(tmp_path / "x.wav", tone(seconds, rate, channels=channels), rate, subtype)
+    code, out, err = run_transcribe(capsys, str(audio), "--model", str(model_path), "--format", "json")
+    assert code == 0 and err == []
+    result = json.loads(out)
+    assert result["duration"] == pytest.approx(seconds, abs=1e-3)
+    if seconds < 0.025:  # shorter than one analysis window: nothing can be decoded
+        assert result["text"] == "" and result["words"] == []
+
+
+def test_silence_gives_a_result(model_path: Path, tmp_path: Path, capsys) -> None:
+    audio = write(tmp_path / "silence.ogg", np.zeros(40000, dtype=np.float32))
+    code, out, err = run_transcribe(capsys, str(audio), "--model", str(model_path), "--format", "json")
+    assert code == 0 and json.loads(out)["duration"] == pytest.approx(2.5, abs=1e-3)
+
+
+def test_broken_manifest_names_file_and_line(model_path: Path, tmp_path: Path, capsys) -> None:
+    audio = write(tmp_path / "a.wav", tone(0.5))
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"audio": str(audio), "text": "a"}) + "\n{not json\n")
+    code, out, err = run_transcribe(capsys, str(manifest), str(audio), "--model", str(model_path), "--format", "json")
+    assert code == 1 and json.loads(out)["audio"] == str(audio)  # the other input still ran
+    assert err[0].startswith(f"asr.transcribe: error: {manifest}:2: broken manifest line")
+    assert evaluate.main(["--manifest", str(manifest), "--model", str(model_path)]) == 1
+    assert capsys.readouterr().err.startswith(f"asr.evaluate: error: {manifest}:2: broken manifest line")
+
+
+def test_foreign_or_corrupted_models_are_refused(tmp_path: Path, capsys, model_path: Path) -> None:
+    marker = tmp_path / "unpickled"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.mkdir, (str(marker),))
+
+    audio = write(tmp_path / "a.wav", tone(0.5))
+    pickled = tmp_path / "pickle.safetensors"
+    pickled.write_bytes(pickle.dumps(Payload()))
+    torch_file = tmp_path / "weights.pt"
+    torch.save({"payload": Payload()}, torch_file)
+    foreign = tmp_path / "foreign.safetensors"
+    save_file({"w": torch.zeros(2)}, str(foreign), metadata={"format": "pt"})
+    cut = tmp_path / "cut.safetensors"
+    cut.write_bytes(model_path.read_bytes()[:5000])
+    for model, reason in [(pickled, "not a valid asr model file"), (torch_file, "not a valid asr model file"),
+                          (foreign, "not an asr model"), (cut, "not a valid asr model file"),
+                          (tmp_path / "none.safetensors", "no such model file")]:
+        code, out, err = run_transcribe(capsys, str(audio), "--model", str(model))
+        assert code == 1 and len(err) == 1 and err[0].startswith(f"asr.transcribe: error: {model}: ")
+        assert reason in err[0], err
+    assert stream.main(["--file", str(audio), "--model", str(foreign)]) == 1
+    assert not marker.exists(), "a model file was unpickled"

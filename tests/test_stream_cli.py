@@ -1,0 +1,171 @@
+"""Endpointing, the shared emission loop and the `asr.stream --file` command line."""
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from asr import stream
+from asr.ctc import Token
+from asr.endpoint import EndpointConfig, Segmenter, emissions, end_frame
+from asr.recognizer import StreamState
+from asr.tokenizer import Tokenizer
+from conftest import tone, write
+
+FRAME = 640  # samples per encoder frame (40 ms)
+CHAR = {c: i for i, c in enumerate(["<blank>", "<unk>", "|", "'"] + [chr(c) for c in range(65, 91)])}
+
+
+class ScriptedRecognizer:
+    """Stands in for Recognizer: every 640 samples are one frame whose first sample is the
+    token id (0 = blank), decoded greedily like CTC. Lets tests place tokens exactly."""
+
+    frame_seconds = 0.04
+    tokenizer = Tokenizer("char")
+
+    def initial_state(self) -> StreamState:
+        return StreamState(pending=torch.zeros(0), encoder=None)
+
+    def step(self, samples: torch.Tensor, state: StreamState) -> tuple[torch.Tensor, StreamState]:
+        buffer = torch.cat([state.pending, samples])
+        count = buffer.numel() // FRAME
+        tokens, last = [], state.last_id
+        for i in range(count):
+            token = int(buffer[i * FRAME])
+            if token and token != last:
+                tokens.append(Token(token, state.frames + i))
+            last = token
+        return torch.zeros(count, 30), replace(state, pending=buffer[count * FRAME:], last_id=last,
+                                               frames=state.frames + count, tokens=state.tokens + tokens)
+
+
+def script(*parts: tuple[str, float]) -> torch.Tensor:
+    """('HI', 1.0) = the letters of HI (one frame each, '|' for space) then 1.0 s of blank frames."""
+    frames = []
+    for text, silence in parts:
+        frames += [CHAR[c] for c in text.replace(" ", "|")] + [0] * round(silence / 0.04)
+    return torch.tensor(frames, dtype=torch.float32).repeat_interleave(FRAME)
+
+
+def run(wave: torch.Tensor, chunk: int = 8000) -> list:
+    return list(emissions(ScriptedRecognizer(), stream.rechunk([wave], chunk)))
+
+
+def finals(emitted: list) -> list[tuple[int, str, float]]:
+    return [(e.segment, e.text, round(e.end, 3)) for e in emitted if e.is_final]
+
+
+def test_end_frame_rules() -> None:
+    cfg, fs = EndpointConfig(), 0.04
+    assert end_frame([], 0, 59, cfg, fs) is None
+    assert end_frame([], 10, 100, cfg, fs) == 70  # 2.4 s with nothing decoded
+    assert end_frame([Token(5, 3)], 0, 33, cfg, fs) is None
+    assert end_frame([Token(5, 3)], 0, 34, cfg, fs) == 34  # 1.2 s after the last token
+    assert end_frame([Token(5, 3), Token(6, 40)], 0, 100, cfg, fs) == 34  # the later token opens a new segment
+    busy = [Token(5 + i % 2, i * 10) for i in range(60)]  # a token every 0.4 s
+    assert end_frame(busy, 0, 600, cfg, fs) == 500  # 20 s maximum
+
+
+def test_segments_close_after_silence_and_at_end() -> None:
+    emitted = run(script(("HI", 1.5), ("THERE YOU", 0.3)))
+    assert finals(emitted) == [(0, "HI", 1.28), (1, "THERE YOU", 2.28)]
+    assert emitted[-1].is_final and emitted[-1].time == pytest.approx(emitted[-2].time)
+    first = next(e for e in emitted if e.segment == 1)
+    assert first.start == pytest.approx(1.28)
+
+
+def test_finished_segments_never_change_and_new_adds_up() -> None:
+    emitted = run(script(("AB", 0.1), (" CD", 1.3), ("EF GH", 2.0), ("IJ", 0.0)), chunk=1000)
+    closed: set[int] = set()
+    added: dict[int, str] = {}
+    for e in emitted:
+        assert e.segment not in closed, "an emission changed a finished segment"
+        added[e.segment] = added.get(e.segment, "") + e.new
+        assert added[e.segment] == e.text
+        if e.is_final:
+            closed.add(e.segment)
+    assert [t for _, t, _ in finals(emitted)] == ["AB CD", "EF GH", "IJ"]
+
+
+def test_silence_only_gives_no_segment_and_long_speech_is_cut_at_20_s() -> None:
+    emitted = run(script(("", 6.0)))
+    assert finals(emitted) == [] and emitted[-1].start == pytest.approx(4.8)
+    long = run(script(*[("A B", 0.3)] * 60))  # 60 x 0.44 s of continuous speech
+    assert [end for _, _, end in finals(long)][0] == pytest.approx(20.0)
+
+
+def test_segments_do_not_depend_on_chunk_size() -> None:
+    wave = script(("HELLO", 1.0), ("WORLD", 1.3), ("AGAIN", 3.0), ("X", 0.1))
+    reference = run(wave, 8000)
+    for chunk in (640, 1001, 16000, 100000):
+        other = run(wave, chunk)
+        assert finals(other) == finals(reference)
+        assert [e.words for e in other if e.is_final] == [e.words for e in reference if e.is_final]
+
+
+def test_segmenter_keeps_only_the_open_segment() -> None:
+    segmenter = Segmenter(ScriptedRecognizer())
+    for n in range(200):  # 200 segments of one token each, 2 s apart
+        segmenter.update([Token(CHAR["A"], n * 50)], n * 50 + 1, n * 2.0, 0.0)
+    assert len(segmenter.tokens) <= 1 and segmenter.index == 199
+
+
+def test_rechunk_gives_exact_sizes_and_limit() -> None:
+    pieces = [torch.arange(n, dtype=torch.float32) for n in (3, 10, 1, 7)]
+    chunks = list(stream.rechunk(pieces, 4))
+    assert [c.numel() for c in chunks] == [4, 4, 4, 4, 4, 1]
+    assert torch.equal(torch.cat(chunks), torch.cat(pieces))
+    assert sum(c.numel() for c in stream.rechunk(pieces, 4, max_samples=9)) == 9
+
+
+def test_line_display_redraws_on_a_tty_and_prints_finals_otherwise() -> None:
+    emitted = run(script(("HI", 1.5), ("YO", 0.0)))
+    tty, plain = io.StringIO(), io.StringIO()
+    for e in emitted:
+        stream.LineDisplay(tty, True).show(e)
+        stream.LineDisplay(plain, False).show(e)
+    assert plain.getvalue() == "HI\nYO\n"
+    assert tty.getvalue().count("\r\033[K") == len(emitted) and tty.getvalue().endswith("\r\033[KYO\n")
+
+
+def test_stream_file_json_and_compare_offline(model_path: Path, tmp_path: Path, capsys) -> None:
+    audio = write(tmp_path / "a.wav", tone(1.7))
+    assert stream.main(["--file", str(audio), "--model", str(model_path), "--json", "--compare-offline"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"max_abs_diff=\S+ token_mismatches=0", lines[-1])
+    objects = [json.loads(line) for line in lines[:-1]]
+    assert all(set(o) == {"segment", "start", "time", "text", "new", "is_final", "compute_ms"} for o in objects)
+    partial_times = [o["time"] for o in objects if not o["is_final"]]
+    assert partial_times == [0.5, 1.0, 1.5, 1.7]
+
+
+def test_stream_file_plain_lines_match_json_finals(model_path: Path, speech_wav: Path, capsys) -> None:
+    args = ["--file", str(speech_wav), "--model", str(model_path)]
+    assert stream.main(args + ["--json"]) == 0
+    objects = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert stream.main(args) == 0
+    assert capsys.readouterr().out.splitlines() == [o["text"] for o in objects if o["is_final"]]
+
+
+def test_realtime_paces_like_a_microphone(model_path: Path, tmp_path: Path, capsys) -> None:
+    audio = write(tmp_path / "b.wav", np.zeros(16000, dtype=np.float32))
+    began = time.monotonic()
+    assert stream.main(["--file", str(audio), "--model", str(model_path), "--realtime", "--json"]) == 0
+    assert time.monotonic() - began >= 0.95
+
+
+def test_stream_errors_are_one_line(model_path: Path, tmp_path: Path, capsys) -> None:
+    missing = tmp_path / "missing.wav"
+    assert stream.main(["--file", str(missing), "--model", str(model_path)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"asr.stream: error: {missing}: no such file"
+    with pytest.raises(SystemExit) as exit_info:
+        stream.main(["--file", str(missing), "--chunk-ms", "0"])
+    assert exit_info.value.code == 2
