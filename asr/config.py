@@ -34,6 +34,7 @@ class TrainerConfig:
     gradient_clip_val: float = 5.0
     accumulate_grad_batches: int = 1
     log_every_n_steps: int = 10
+    enable_progress_bar: bool = True
     limit_val_batches: float = 1.0
     check_val_every_n_epoch: int | None = 1
     val_check_interval: Any = None  # steps (int) or fraction of an epoch (float) between validations

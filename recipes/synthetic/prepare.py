@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
 
     engines = [e for e in a.engines if E.available(e)]
-    for e in set(a.engines) - set(engines):
+    for e in sorted(set(a.engines) - set(engines)):
         log.warning("engine %s is not available here: skipped", e)
     if not engines:
         sys.exit("no TTS engine available")

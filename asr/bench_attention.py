@@ -1,0 +1,178 @@
+"""Encoder time and peak memory versus audio length: sliding-window against full causal attention.
+
+    python -m asr.bench_attention [--minutes 1 10 60] [--window 50] [--max-gb 8] [--threads 1] [--json]
+
+Uses the default model config (EncoderConfig(): d_model 256, 6 layers, 4 heads, subsampling 4)
+with random weights on random log-mel features (cost does not depend on the values). The
+windowed model runs through `Encoder.stream` in 500 ms chunks (linear time, bounded state); the
+full-attention model runs `Encoder.forward` on the whole input, whose dense (T x T) masks and
+scores grow quadratically, so it is only tried while their estimated size stays under --max-gb.
+Every measurement runs in a fresh subprocess; memory is its peak RSS (VmHWM) growth over the
+RSS it had with the model and the input features already allocated.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+
+from asr.encoder import Encoder, EncoderConfig
+
+FRAMES_PER_SECOND = 100  # feature frames (10 ms hop)
+CHUNK_FRAMES = 50  # 500 ms
+
+
+@dataclass
+class Measurement:
+    mode: str  # "window W" or "full"
+    minutes: float
+    encoder_frames: int
+    seconds: float | None = None  # encoder wall time
+    peak_mb: float | None = None  # peak RSS growth during the run
+    estimate_gb: float | None = None  # estimated dense attention memory (full attention)
+    skipped: str = ""  # why it was not run
+
+    @property
+    def rtf(self) -> float | None:
+        return None if self.seconds is None else self.seconds / (self.minutes * 60)
+
+
+def encoder_frames(minutes: float, cfg: EncoderConfig) -> int:
+    return round(minutes * 60 * FRAMES_PER_SECOND) // cfg.subsampling
+
+
+def dense_attention_gb(frames: int, heads: int) -> float:
+    """Estimated peak bytes of one full-attention layer on `frames` encoder frames: the boolean mask,
+    two int64 distance tensors, and about four (H, T, T) float tensors (bias, masked bias, scores, softmax)."""
+    return frames * frames * (1 + 16 + 16 * heads) / 1e9
+
+
+def _memory_kb(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    """Make VmHWM start again from the current RSS (Linux >= 4.0); harmless where unsupported."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+@torch.inference_mode()
+def measure(window: int | None, minutes: float, threads: int = 1, seed: int = 0) -> Measurement:
+    """Run the encoder once over `minutes` of random features in this process."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    cfg = EncoderConfig(window=window, dropout=0.0)
+    encoder = Encoder(cfg).eval()
+    feats = torch.randn(1, round(minutes * 60 * FRAMES_PER_SECOND), cfg.n_mels)
+    encoder.stream(feats[:, :200], CHUNK_FRAMES)  # warm-up
+    _reset_peak()
+    before = _memory_kb("VmRSS")
+    began = time.perf_counter()
+    out = encoder.stream(feats, CHUNK_FRAMES) if window is not None else encoder(feats)[0]
+    seconds = time.perf_counter() - began
+    peak = _memory_kb("VmHWM")
+    mode = "full" if window is None else f"window {window}"
+    return Measurement(mode, minutes, out.shape[1], seconds, (peak - before) / 1024)
+
+
+def measure_in_subprocess(window: int | None, minutes: float, threads: int, timeout: float = 1800) -> Measurement:
+    """`measure` in a fresh Python process, so the peak RSS belongs to this run alone."""
+    args = [sys.executable, "-m", "asr.bench_attention", "--child", str(window or 0), str(minutes),
+            "--threads", str(threads)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    mode = "full" if window is None else f"window {window}"
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Measurement(mode, minutes, encoder_frames(minutes, EncoderConfig()), skipped=f"failed: {reason}")
+    return Measurement(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def scaling(minutes: list[float], window: int = 50, max_gb: float = 8.0, threads: int = 1) -> list[Measurement]:
+    """Windowed and full attention at each length; full attention is skipped past `max_gb`."""
+    cfg = EncoderConfig()
+    rows = []
+    for m in minutes:
+        rows.append(measure_in_subprocess(window, m, threads))
+        frames = encoder_frames(m, cfg)
+        estimate = dense_attention_gb(frames, cfg.n_heads)
+        if estimate > max_gb:
+            rows.append(Measurement("full", m, frames, estimate_gb=estimate,
+                                    skipped=f"not run: dense attention needs ~{estimate:.0f} GB > {max_gb:g} GB"))
+        else:
+            row = measure_in_subprocess(None, m, threads)
+            row.estimate_gb = estimate
+            rows.append(row)
+    return rows
+
+
+@torch.inference_mode()
+def chunk_speed(window: int | None, heads: int, seconds: float = 30.0, threads: int = 1) -> dict:
+    """Per-500 ms-chunk encoder compute (ms) of a random default-width model with this window and heads,
+    streaming `seconds` of random features: median, p95, max and the real-time factor."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    encoder = Encoder(EncoderConfig(window=window, n_heads=heads, dropout=0.0)).eval()
+    feats = torch.randn(1, round(seconds * FRAMES_PER_SECOND), encoder.cfg.n_mels)
+    state, times = encoder.initial_state(), []
+    for start in range(0, feats.shape[1], CHUNK_FRAMES):
+        began = time.perf_counter()
+        _, state = encoder.step(feats[:, start:start + CHUNK_FRAMES], state)
+        times.append((time.perf_counter() - began) * 1000)
+    times = sorted(times[2:])  # the first chunks warm up
+    return {"median_ms": times[len(times) // 2], "p95_ms": times[min(len(times) - 1, int(0.95 * len(times)))],
+            "max_ms": times[-1], "rtf": sum(times) / 1000 / (len(times) * CHUNK_FRAMES / FRAMES_PER_SECOND)}
+
+
+def table(rows: list[Measurement]) -> str:
+    """A Markdown table of the measurements."""
+    lines = ["| attention | audio (min) | encoder frames | time (s) | RTF | peak memory growth (MB) | note |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        fmt = (lambda v, spec: "-" if v is None else format(v, spec))
+        note = r.skipped or (f"dense attention estimate {r.estimate_gb:.2f} GB" if r.estimate_gb else "")
+        lines.append(f"| {r.mode} | {r.minutes:g} | {r.encoder_frames} | {fmt(r.seconds, '.2f')} | "
+                     f"{fmt(r.rtf, '.4f')} | {fmt(r.peak_mb, '.0f')} | {note} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m asr.bench_attention", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, nargs="+", default=[1.0, 10.0, 60.0], help="audio lengths")
+    parser.add_argument("--window", type=int, default=50, help="sliding window in encoder frames (default 50)")
+    parser.add_argument("--max-gb", type=float, default=8.0, help="skip full attention past this estimate")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    parser.add_argument("--child", nargs=2, metavar=("WINDOW", "MINUTES"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        window, minutes = int(args.child[0]) or None, float(args.child[1])
+        print(json.dumps(asdict(measure(window, minutes, args.threads))))
+        return 0
+    if any(m <= 0 for m in args.minutes) or args.window < 1 or args.threads < 1:
+        parser.error("--minutes, --window and --threads must be positive")
+    rows = scaling(args.minutes, args.window, args.max_gb, args.threads)
+    if args.json:
+        for row in rows:
+            print(json.dumps(asdict(row)))
+    else:
+        print(table(rows))
+    failed = [r for r in rows if r.skipped.startswith("failed")]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Hydra composition: every attention preset composes; bad values fail early, naming themselves."""
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from asr.config import register_configs
+from asr.encoder import Encoder, EncoderConfig
+from asr.stream import main as stream_main
+from helpers import CONF, PRESETS
+
+register_configs()
+
+
+def compose_train(*overrides):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("train", list(overrides))
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_compose_and_build(name):
+    cfg = compose_train(f"attention={name}", "model=tiny")
+    model_cfg = EncoderConfig(**OmegaConf.to_container(cfg.model))
+    assert (model_cfg.window is None) == (name == "full")
+    Encoder(model_cfg)
+
+
+def test_default_is_w50_h4_with_experiments():
+    cfg = compose_train("experiment=mixture")
+    assert (cfg.model.window, cfg.model.n_heads) == (50, 4)
+    assert any("speechocean762/train.jsonl" in s.manifest for s in cfg.data.train)
+    assert compose_train("experiment=fsdd").tokenizer.kind == "char"
+
+
+@pytest.mark.parametrize("bad, named", [
+    (dict(n_heads=3), "n_heads=3"), (dict(window=0), "window=0"), (dict(subsampling=3), "subsampling=3"),
+    (dict(subsampling=4, subsampling_kernel=2), "subsampling_kernel=2")])
+def test_invalid_model_values_are_named(bad, named):
+    with pytest.raises(ValueError, match=named):
+        Encoder(EncoderConfig(**bad))
+
+
+def test_bad_chunk_is_refused(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        stream_main(["--file", "x.wav", "--chunk-ms", "0"])
+    assert exit_info.value.code == 2
+    assert "--chunk-ms" in capsys.readouterr().err

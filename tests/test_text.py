@@ -1,0 +1,47 @@
+"""The normaliser and the tokenizers."""
+import pytest
+
+from asr.text import normalize, number_to_words
+from asr.tokenizer import BLANK, Tokenizer
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("Don\u2019t   stop, 2 go!", "DON'T STOP TWO GO"),
+    ("In 1,905 A.D. caf\u00e9 & 42%", "IN ONE THOUSAND NINE HUNDRED FIVE A D CAFE AND FORTY TWO PERCENT"),
+    ("'Tis the dogs' bone -- \"yes\"", "TIS THE DOGS BONE YES"),
+    ("ZERO THREE FIVE", "ZERO THREE FIVE"), ("", "")])
+def test_normalize(raw, expected):
+    assert normalize(raw) == expected
+
+
+def test_number_words():
+    assert number_to_words(0) == "ZERO"
+    assert number_to_words(115) == "ONE HUNDRED FIFTEEN"
+    assert number_to_words(2_000_019) == "TWO MILLION NINETEEN"
+
+
+@pytest.mark.parametrize("kind", ["bpe", "char"])
+def test_tokenizer_round_trip_and_serialisation(kind):
+    texts = [normalize(t) for t in ["the cat sat on the mat", "a dog ran far away", "we call it bear",
+                                    "zero three five one", "she sells sea shells"] * 20]
+    tok = Tokenizer.train(texts, kind, vocab_size=40)
+    again = Tokenizer.from_bytes(tok.to_bytes())
+    for text in texts[:5]:
+        ids = tok.encode(text)
+        assert BLANK not in ids
+        assert again.encode(text) == ids
+        assert again.decode(ids) == text
+    boundary = tok.encode("THE CAT")[0 if kind == "bpe" else 3]  # "▁THE" or the "|" unit
+    assert tok.starts_word(boundary)
+    assert not tok.starts_word(tok.encode("THE CAT")[-1])
+
+
+@pytest.mark.parametrize("kind", ["bpe", "char"])
+def test_word_times_from_token_frames(kind):
+    from asr.ctc import Token, word_times
+    tok = Tokenizer.train([normalize("the cat sat on the mat")] * 50, kind, vocab_size=30)
+    tokens = [Token(i, 10 + 3 * n) for n, i in enumerate(tok.encode("THE CAT"))]
+    words = word_times(tokens, tok, frame_seconds=0.04)
+    assert [w.word for w in words] == ["THE", "CAT"]
+    assert words[0].start == pytest.approx(0.4) and words[1].end == pytest.approx((tokens[-1].frame + 1) * 0.04)
+    assert words[0].end <= words[1].start

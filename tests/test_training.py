@@ -1,0 +1,69 @@
+"""Training smoke tests: a tiny model overfits 20 real utterances; an interrupted run resumes."""
+import json
+from pathlib import Path
+
+import jiwer
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from asr.audio import load_audio
+from asr.model_io import load_model
+from asr.recognizer import Recognizer
+from asr.train import train
+from helpers import CONF
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SPEECHOCEAN = DATA / "speechocean762" / "train.jsonl"
+pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
+
+
+def small_manifest(tmp_path: Path, count: int) -> Path:
+    """The `count` shortest adult speechocean762 training utterances, with absolute audio paths."""
+    rows = [json.loads(line) for line in SPEECHOCEAN.read_text().splitlines()]
+    rows = sorted((r for r in rows if r["age"] >= 18 and r["duration"] >= 1.5), key=lambda r: r["duration"])[:count]
+    for row in rows:
+        row["audio"] = str(SPEECHOCEAN.parent / row["audio"])
+    path = tmp_path / "small.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def config(run_dir: Path, manifest: Path, *overrides: str):
+    no_augment = ["data.augment.speeds=[1.0]", "data.augment.noise_prob=0", "data.augment.time_masks=0",
+                  "data.augment.freq_masks=0"]
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("train", [
+            "model=tiny", "attention=w16_h4", "tokenizer.kind=char", f"run_dir={run_dir}", "data.num_workers=0",
+            f"data.train=[{{manifest: {manifest}}}]", f"data.valid=[{{manifest: {manifest}}}]",
+            "data.max_batch_seconds=1000", "trainer.accelerator=cpu", "trainer.devices=1", "threads=1",
+            "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false", *no_augment, *overrides])
+
+
+def test_tiny_model_overfits_twenty_utterances(tmp_path):
+    manifest = small_manifest(tmp_path, 20)
+    cfg = config(tmp_path / "run", manifest, "trainer.max_steps=400", "trainer.check_val_every_n_epoch=400",
+                 "optim.lr=3e-3", "optim.warmup_steps=30", "optim.decay_steps=370", "model.d_model=96",
+                 "checkpoint_every_steps=400")
+    model_path = train(cfg)
+    recognizer = Recognizer(*load_model(model_path))
+    refs, hyps = [], []
+    for line in manifest.read_text().splitlines():
+        row = json.loads(line)
+        _, state = recognizer.run(load_audio(row["audio"]))
+        refs.append(row["text"])
+        hyps.append(recognizer.text(state))
+    cer = jiwer.cer(refs, hyps)
+    assert cer < 0.1, list(zip(refs, hyps))
+
+
+def test_interrupted_run_resumes_from_last_checkpoint(tmp_path):
+    manifest = small_manifest(tmp_path, 8)
+    run = tmp_path / "run"
+    train(config(run, manifest, "trainer.max_steps=3", "checkpoint_every_steps=1"))
+    first = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert first["global_step"] == 3
+    train(config(run, manifest, "trainer.max_steps=5", "checkpoint_every_steps=1"))
+    second = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert second["global_step"] == 5  # continued from step 3, not restarted
+    assert (run / "model.safetensors").is_file() and (run / "config.yaml").is_file()
