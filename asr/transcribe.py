@@ -5,7 +5,7 @@
 
 Inputs: audio files (wav/flac/ogg..., any rate, mono or stereo, any length), folders (searched
 recursively for audio) and manifests (*.jsonl). Files are read block-wise and resampled
-block-wise exactly (asr.stream.read_blocks), so an hour-long file needs little memory.
+block-wise exactly (asr.audio.read_blocks), so an hour-long file needs little memory.
 Without --output-dir the results go to stdout (txt: the text alone for one file, FILE<TAB>TEXT
 lines for several; json: one object a line). A failed file gives one error line on stderr;
 the others are still transcribed, a summary names the failures and the exit status is 1.
@@ -28,7 +28,8 @@ from asr.manifest import ManifestError, read_manifest
 from asr.model_io import ModelError
 from asr.outputs import FORMATS, Segment, Transcript, render
 from asr.recognizer import Recognizer
-from asr.stream import load_recognizer, read_blocks, rechunk
+from asr.audio import read_blocks
+from asr.stream import load_recognizer, rechunk
 
 MANIFEST_SUFFIXES = (".jsonl",)
 PROGRESS_SECONDS = 60.0  # show a progress bar (on a terminal) for at least this much audio...

@@ -8,9 +8,10 @@ from pathlib import Path
 import jiwer
 import numpy as np
 import pytest
+import soundfile as sf
 import torch
 
-from asr import stream, transcribe
+from asr import audio, stream, transcribe
 from asr.audio import load_audio
 from asr.manifest import write_manifest
 from asr.model_io import default_model_path
@@ -22,8 +23,9 @@ from conftest import tone, write
                                                    (22050, 1, None), (16000, 2, "PCM_24")])
 def test_block_reader_equals_whole_file_load(tmp_path: Path, rate: int, channels: int, subtype: str | None) -> None:
     path = write(tmp_path / "x.wav", tone(3.3, rate, channels=channels), rate, subtype)
-    blocks = list(stream.read_blocks(path, block_frames=4093))  # many odd-sized blocks
-    streamed, whole = torch.cat(blocks), load_audio(path)
+    blocks = list(audio.read_blocks(path, block_frames=4093))  # many odd-sized blocks
+    samples, file_rate = sf.read(str(path), dtype="float32")
+    streamed, whole = torch.cat(blocks), audio.to_mono_16k(samples, file_rate)  # whole-file torchaudio resample
     assert streamed.shape == whole.shape
     assert (streamed - whole).abs().max().item() < 1e-5
 

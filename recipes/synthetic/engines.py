@@ -54,8 +54,12 @@ def _run_to_wav(cmd: list[str], text: str | None = None) -> str:
     fd, path = tempfile.mkstemp(suffix=".wav")
     os.close(fd)
     cmd = [path if c == "{wav}" else c for c in cmd]
-    subprocess.run(cmd, input=text.encode() if text is not None else None, capture_output=True,
-                   check=True, timeout=120)
+    try:
+        subprocess.run(cmd, input=text.encode() if text is not None else None, capture_output=True,
+                       check=True, timeout=120)
+    except BaseException:
+        os.unlink(path)
+        raise
     return path
 
 

@@ -1,0 +1,94 @@
+"""Peak memory of one long stream, run in a fresh process so its peak RSS is its own.
+
+    python scripts/bench/memory.py --minutes 60 [--model PATH] [--chunk-ms 500]
+
+Makes `--minutes` of audio by cycling through real speechocean762 dev utterances (generated on
+the fly, so the audio itself takes no memory), feeds it in 500 ms chunks through the streaming
+emission loop (asr.endpoint.emissions, which calls Recognizer.step), and prints one JSON line:
+RSS after loading the model, VmHWM / ru_maxrss at the end, RSS samples along the way, and the
+chunk compute times early and late in the stream (latency must not grow either).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ folder: `bench` package
+
+from asr.audio import SAMPLE_RATE  # noqa: E402
+from asr.endpoint import emissions  # noqa: E402
+from asr.recognizer import Recognizer  # noqa: E402
+from bench.data import SETS, Clip, load_set, looped_chunks  # noqa: E402
+from bench.ours import percentiles  # noqa: E402
+
+
+def status_mb(field: str) -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def source_clips(count: int) -> list[Clip]:
+    """Real utterances to loop; a tone-and-noise stand-in if no dev set is here."""
+    for eval_set in SETS:
+        clips, _ = load_set(eval_set, count)
+        if clips:
+            return clips
+    t = torch.arange(SAMPLE_RATE * 2) / SAMPLE_RATE
+    return [Clip("tone", "", 0.3 * torch.sin(2 * torch.pi * 440 * t) + 0.01 * torch.randn(t.numel()))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, required=True)
+    parser.add_argument("--model", help="model file; default: the bundled model (random if none)")
+    parser.add_argument("--chunk-ms", type=float, default=500.0)
+    parser.add_argument("--clips", type=int, default=40, help="distinct utterances to cycle through")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    recognizer = Recognizer.load(args.model, allow_random=True)
+    clips = source_clips(args.clips)
+    chunk = round(args.chunk_ms * SAMPLE_RATE / 1000)
+    for _ in emissions(recognizer, looped_chunks(clips, 5.0, chunk)):  # warm-up
+        pass
+    start_mb = status_mb("VmRSS")
+    total_chunks = -(-round(args.minutes * 60 * SAMPLE_RATE) // chunk)
+    marks = {max(1, round(total_chunks * f / 10)) for f in range(1, 11)}
+    samples, times, seen, finals = [], [], 0, 0
+
+    def counted(chunks: Iterator[torch.Tensor]) -> Iterator[torch.Tensor]:
+        nonlocal seen
+        for piece in chunks:
+            yield piece
+            seen += 1
+            if seen in marks:
+                samples.append({"minutes": seen * chunk / SAMPLE_RATE / 60, "rss_mb": status_mb("VmRSS")})
+
+    began = time.perf_counter()
+    last_chunk = -1
+    for emission in emissions(recognizer, counted(looped_chunks(clips, args.minutes * 60, chunk))):
+        finals += emission.is_final
+        if not emission.is_final and seen != last_chunk:  # one partial per chunk carries its compute
+            times.append(emission.compute_ms)
+            last_chunk = seen
+    wall = time.perf_counter() - began
+    tenth = max(1, len(times) // 10)
+    print(json.dumps({
+        "minutes": args.minutes, "start_rss_mb": start_mb, "vmhwm_mb": status_mb("VmHWM"),
+        "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss_samples": samples,
+        "wall_s": wall, "rtf": wall / (args.minutes * 60), "finals": finals,
+        "chunk_ms_first_10pct": percentiles(times[:tenth]), "chunk_ms_last_10pct": percentiles(times[-tenth:])}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

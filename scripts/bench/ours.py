@@ -1,0 +1,155 @@
+"""Measurements of our recognizer: accuracy, streaming latency, endpointing delay and speed."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from asr.audio import SAMPLE_RATE
+from asr.endpoint import emissions
+from asr.evaluate import UttResult, recognize, score, summarize
+from asr.recognizer import Recognizer
+from asr.text import normalize
+
+from bench.data import Clip
+
+
+def percentiles(values: list[float]) -> dict:
+    """median, p95 and max of a list (zeros for an empty one)."""
+    if not values:
+        return {"n": 0, "median": 0.0, "p95": 0.0, "max": 0.0}
+    return {"n": len(values), "median": float(np.median(values)), "p95": float(np.percentile(values, 95)),
+            "max": float(np.max(values))}
+
+
+def scored(clip: Clip, hyp: str, compute_s: float) -> UttResult:
+    """One hypothesis scored with asr.evaluate's scorer, after asr.text.normalize."""
+    ref, hyp = normalize(clip.text), normalize(hyp)
+    words, chars, _ = score(ref, hyp)
+    return UttResult(clip.name, ref, hyp, clip.seconds, compute_s, words, chars)
+
+
+@dataclass
+class StreamResult:
+    results: list[UttResult] = field(default_factory=list)
+    chunk_ms: list[float] = field(default_factory=list)  # compute of every chunk
+    word_delay_s: list[float] = field(default_factory=list)  # word end in the audio -> word shown
+
+
+def stream_clip(recognizer: Recognizer, wave: torch.Tensor, chunk: int) -> tuple[str, list[float], list[float]]:
+    """Stream one waveform: (text, per-chunk compute ms, per-word delay s).
+
+    A word's delay is the time from its end in the audio (its last token's frame, from the word
+    times) until it is on screen: the end of the chunk whose step emitted that token, as a live
+    microphone would deliver it, plus that step's compute time."""
+    state, frames_after, ready_s, times = recognizer.initial_state(), [], [], []
+    for start in range(0, wave.numel(), chunk):
+        began = time.perf_counter()
+        _, state = recognizer.step(wave[start:start + chunk], state)
+        times.append((time.perf_counter() - began) * 1000)
+        frames_after.append(state.frames)
+        ready_s.append(min(start + chunk, wave.numel()) / SAMPLE_RATE + times[-1] / 1000)
+    fs = recognizer.frame_seconds
+    delays = []
+    for word in recognizer.words(state):
+        last_frame = round(word.end / fs) - 1
+        k = next(i for i, frames in enumerate(frames_after) if frames > last_frame)
+        delays.append(ready_s[k] - word.end)
+    return recognizer.text(state), times, delays
+
+
+def run_streaming(recognizer: Recognizer, clips: list[Clip], chunk: int) -> StreamResult:
+    out = StreamResult()
+    for clip in clips:
+        began = time.perf_counter()
+        text, times, delays = stream_clip(recognizer, clip.wave, chunk)
+        out.results.append(scored(clip, text, time.perf_counter() - began))
+        out.chunk_ms.extend(times)
+        out.word_delay_s.extend(delays)
+    return out
+
+
+def run_offline(recognizer: Recognizer, clips: list[Clip]) -> list[UttResult]:
+    results = []
+    for clip in clips:
+        began = time.perf_counter()
+        text, _ = recognize(recognizer, clip.wave, None)
+        results.append(scored(clip, text, time.perf_counter() - began))
+    return results
+
+
+PAD_S = 3.0  # faint noise after each utterance for the endpointer to fire in
+
+
+def endpoint_stats(delays: list[float], not_fired: int) -> dict:
+    return {**percentiles(delays), "not_endpointed": not_fired, "pad_s": PAD_S}
+
+
+def endpoint_delays(recognizer: Recognizer, clips: list[Clip], chunk: int, pad_s: float = PAD_S
+                    ) -> tuple[list[float], int]:
+    """End of speech -> final result through the real emission loop (asr.endpoint.emissions).
+
+    Each clip is followed by `pad_s` of faint noise, as a live stream would continue; the delay is
+    from the end of the segment's last word (word times) to the moment its final emission is
+    ready (the chunk's delivery time plus its compute). Returns the delays (s) and the number of
+    utterances whose last segment was only closed by the end of the input (the endpointer never fired)."""
+    rng = np.random.default_rng(0)
+    delays, not_fired = [], 0
+    for clip in clips:
+        pad = torch.from_numpy((1e-3 * rng.standard_normal(round(pad_s * SAMPLE_RATE))).astype(np.float32))
+        wave = torch.cat([clip.wave, pad])
+        total = wave.numel() / SAMPLE_RATE
+        chunks = (wave[s:s + chunk] for s in range(0, wave.numel(), chunk))
+        finals = [e for e in emissions(recognizer, chunks) if e.is_final and e.words]
+        if not finals:
+            continue
+        last = finals[-1]
+        if last.compute_ms == 0.0 and last.time >= total:
+            not_fired += 1
+            continue
+        delays.append(last.time + last.compute_ms / 1000 - last.words[-1].end)
+    return delays, not_fired
+
+
+def thread_rtf(recognizer: Recognizer, clips: list[Clip], chunk: int, threads: list[int]) -> list[dict]:
+    """Real-time factor of streaming and of whole-utterance decoding with each torch thread count."""
+    rows, saved = [], torch.get_num_threads()
+    audio = sum(c.seconds for c in clips)
+    for n in threads:
+        torch.set_num_threads(n)
+        stream_clip(recognizer, clips[0].wave, chunk)  # warm-up for this thread count
+        began = time.perf_counter()
+        for clip in clips:
+            stream_clip(recognizer, clip.wave, chunk)
+        streaming = time.perf_counter() - began
+        began = time.perf_counter()
+        for clip in clips:
+            recognize(recognizer, clip.wave, None)
+        offline = time.perf_counter() - began
+        rows.append({"threads": n, "audio_s": audio, "streaming_rtf": streaming / audio, "offline_rtf": offline / audio})
+    torch.set_num_threads(saved)
+    return rows
+
+
+def batch_throughput(model: Path | None, manifest: Path, audio_s: float, files: int, threads: int) -> dict:
+    """Wall time of the batch CLI (`python -m asr.transcribe MANIFEST`) in a fresh process, model load included."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    args = [sys.executable, "-m", "asr.transcribe", str(manifest)] + (["--model", str(model)] if model else [])
+    began = time.perf_counter()
+    done = subprocess.run(args, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - began
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+    return {"files": files, "audio_s": audio_s, "wall_s": wall, "threads": threads,
+            "files_per_s": files / wall, "audio_s_per_s": audio_s / wall}
+
+
+def summary(results: list[UttResult], chunk_ms: list[float] | None = None) -> dict:
+    """asr.evaluate's summary (WER, CER, RTF, counts)."""
+    return summarize(results, chunk_ms or [])

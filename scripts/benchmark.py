@@ -1,0 +1,246 @@
+"""Benchmark the recognizer: accuracy, streaming latency, speed, memory, scaling, and peers.
+
+    python scripts/benchmark.py [--model PATH] [--limit N] [--peers pocketsphinx,whisper-tiny,...]
+                                [--out benchmarks/] [--smoke]
+
+Writes OUT/RESULTS.md (tables), OUT/results.json (every number) and OUT/*.png (plots, with
+matplotlib), and prints the targets and accuracy tables. Peers need `bash scripts/install_peers.sh`;
+a peer that is not installed is skipped and RESULTS.md says why. --smoke is the seconds-long
+version the test suite runs (3 utterances per set, tiny durations, no peers).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the `bench` helper package beside this file
+
+import torch  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from asr.audio import SAMPLE_RATE  # noqa: E402
+from asr.bench_attention import chunk_speed, scaling  # noqa: E402
+from asr.recognizer import Recognizer  # noqa: E402
+from asr.stream import load_recognizer  # noqa: E402
+from bench import ours, peers  # noqa: E402
+from bench.data import ROOT, SETS, Clip, load_set, write_wavs  # noqa: E402
+from bench.plots import make_plots  # noqa: E402
+from bench.report import accuracy_table, render, targets_table  # noqa: E402
+
+
+STARTED = time.perf_counter()
+
+
+def log(message: str) -> None:
+    print(f"benchmark: [{time.perf_counter() - STARTED:6.0f} s] {message}", flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python scripts/benchmark.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    p.add_argument("--limit", type=int, help="utterances per set for our model (default: all)")
+    p.add_argument("--peers", default=",".join(peers.PEERS), help="comma-separated peers, or 'none'")
+    p.add_argument("--peer-limit", type=int, default=40, help="utterances per set each peer decodes in this run")
+    p.add_argument("--rerun-limit", type=int, default=10, help="utterances per set for the re-run-every-chunk cost")
+    p.add_argument("--peer-cache", type=Path, default=ROOT / "benchmarks" / "peers",
+                   help="saved peer hypotheses, merged and reused for accuracy ('none' to disable)")
+    p.add_argument("--endpoint-limit", type=int, default=50, help="utterances per set for end-of-speech delay")
+    p.add_argument("--speed-seconds", type=float, default=120.0, help="audio for the thread-count RTF")
+    p.add_argument("--memory-minutes", type=float, nargs="+", default=[1.0, 10.0, 60.0])
+    p.add_argument("--scaling-minutes", type=float, nargs="+", default=[1.0, 2.0, 5.0, 10.0, 60.0])
+    p.add_argument("--preset-seconds", type=float, default=60.0, help="audio per attention preset")
+    p.add_argument("--chunk-ms", type=float, default=500.0)
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--smoke", action="store_true", help="tiny, fast version (the test suite's)")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.limit, args.peers, args.endpoint_limit, args.speed_seconds = args.limit or 3, "none", 2, 3.0
+        args.memory_minutes, args.scaling_minutes, args.preset_seconds = [0.05, 0.1], [0.05], 2.0
+    args.peers = [] if args.peers in ("", "none") else args.peers.split(",")
+    unknown = set(args.peers) - set(peers.PEERS)
+    if unknown:
+        p.error(f"unknown peers {sorted(unknown)} (known: {', '.join(peers.PEERS)})")
+    return args
+
+
+def measure_set(recognizer: Recognizer, clips: list[Clip], chunk: int, endpoint_limit: int
+                ) -> tuple[dict, ours.StreamResult, list[float], int]:
+    """Our model on one set: offline and streaming accuracy, chunk compute, word and endpoint delays."""
+    offline = ours.run_offline(recognizer, clips)
+    stream = ours.run_streaming(recognizer, clips, chunk)
+    delays, not_fired = ours.endpoint_delays(recognizer, clips[:endpoint_limit], chunk)
+    row = {"utts": len(clips), "offline": ours.summary(offline), "streaming": ours.summary(stream.results, stream.chunk_ms),
+           "chunk_ms": ours.percentiles(stream.chunk_ms), "word_delay_s": ours.percentiles(stream.word_delay_s),
+           "endpoint_s": ours.endpoint_stats(delays, not_fired)}
+    return row, stream, delays, not_fired
+
+
+def compare_peer(args: argparse.Namespace, peer: str, set_name: str, clips: list[Clip], wav_manifest: Path,
+                 stream: ours.StreamResult, work: Path) -> dict:
+    """Run one peer on the first --peer-limit clips; score it (with saved hypotheses) against ours."""
+    lines = wav_manifest.read_text().splitlines()[: args.peer_limit]
+    sub = work / f"{peer}-{set_name}.jsonl"
+    sub.write_text("".join(line + "\n" for line in lines))
+    run = peers.run_peer(peer, sub, work / f"{peer}-{set_name}.out.jsonl", args.rerun_limit)
+    cached = {}
+    if args.peer_cache:
+        path = peers.cache_path(args.peer_cache, peer, set_name)
+        peers.save_cache(path, run.rows)
+        cached = peers.load_cache(path)
+    hyps = {**cached, **run.rows}
+    by_name = {c.name: c for c in clips}
+    ours_by_name = {r.audio: r for r in stream.results}
+    names = [n for n in by_name if n in hyps]
+    peer_results = [ours.scored(by_name[n], hyps[n]["hyp"], hyps[n].get("compute_s", 0.0)) for n in names]
+    p, o = ours.summary(peer_results), ours.summary([ours_by_name[n] for n in names])
+    live = list(run.rows.values())
+    chunk_ms = [t for r in live for t in r.get("chunk_ms", [])]
+    rerun = [r for r in live if "rerun_ms" in r]
+    live_audio = sum(r["duration"] for r in live)
+    row = {"set": set_name, "peer": peer, "utts": len(names), "audio_s": p["audio_seconds"], "live_utts": len(live),
+           "mode": "streaming, 500 ms chunks" if chunk_ms else "whole utterance",
+           "peer_wer": p["wer"], "peer_cer": p["cer"], "ours_wer": o["wer"], "ours_cer": o["cer"],
+           "rtf": sum(r["compute_s"] for r in live) / live_audio if live_audio else None,
+           "chunk_ms": ours.percentiles(chunk_ms), "rerun_ms": ours.percentiles([t for r in rerun for t in r["rerun_ms"]]),
+           "rerun_utts": len(rerun), "error": run.error}
+    if rerun:
+        row["rerun_rtf"] = sum(sum(r["rerun_ms"]) for r in rerun) / 1000 / sum(r["duration"] for r in rerun)
+    return row
+
+
+def presets(recognizer: Recognizer, seconds: float) -> list[dict]:
+    cfg, rows = recognizer.encoder.cfg, []
+    for path in sorted((ROOT / "conf" / "attention").glob("*.yaml")):
+        preset = OmegaConf.to_container(OmegaConf.load(path))
+        speed = chunk_speed(preset.get("window"), preset.get("n_heads", 4), seconds)
+        rows.append({"preset": path.stem, "window": preset.get("window"), "heads": preset.get("n_heads", 4),
+                     "n": 1, "median": speed["median_ms"], "p95": speed["p95_ms"], "max": speed["max_ms"],
+                     "rtf": speed["rtf"], "is_default": (preset.get("window"), preset.get("n_heads")) == (cfg.window, cfg.n_heads)})
+    return rows
+
+
+def memory_runs(args: argparse.Namespace) -> list[dict]:
+    import subprocess
+    rows = []
+    for minutes in args.memory_minutes:
+        cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "memory.py"), "--minutes", str(minutes)]
+        done = subprocess.run(cmd + (["--model", args.model] if args.model else []), capture_output=True, text=True,
+                              env=dict(os.environ, OMP_NUM_THREADS="1"))
+        if done.returncode != 0:
+            rows.append({"minutes": minutes, "error": (done.stderr.strip().splitlines() or ["failed"])[-1]})
+        else:
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        log(f"memory {minutes:g} min done")
+    return rows
+
+
+def targets(results: dict) -> list[dict]:
+    lat, speed = results["latency"]["chunk_ms"], results["speed"]["threads"]
+    rows = [{"metric": "streaming compute p95 per 500 ms chunk, 1 thread", "value": f"{lat['p95']:.1f} ms",
+             "goal": "< 50 ms", "ok": lat["p95"] < 50 if lat["n"] else None}]
+    one = [r for r in speed if r["threads"] == 1]
+    rows.append({"metric": "streaming RTF, 1 thread", "value": f"{one[0]['streaming_rtf']:.4f}" if one else "-",
+                 "goal": "< 0.1", "ok": one[0]["streaming_rtf"] < 0.1 if one else None})
+    mem = [r for r in results["memory"] if "vmhwm_mb" in r]
+    if len(mem) >= 2:
+        growth = mem[-1]["vmhwm_mb"] - mem[0]["vmhwm_mb"]
+        rows.append({"metric": f"peak RSS growth {mem[0]['minutes']:g} -> {mem[-1]['minutes']:g} min of audio",
+                     "value": f"{growth:+.1f} MB ({mem[0]['vmhwm_mb']:.0f} -> {mem[-1]['vmhwm_mb']:.0f} MB)",
+                     "goal": "flat (< 5% and < 25 MB)", "ok": growth < min(25.0, 0.05 * mem[0]["vmhwm_mb"])})
+    for s in results["sets"]:
+        ps = [c for c in results["comparisons"] if c["set"] == s["name"] and c["peer"] == "pocketsphinx"]
+        value = (f"{ps[0]['ours_wer'] * 100:.2f}% vs {ps[0]['peer_wer'] * 100:.2f}% ({ps[0]['utts']} utts)"
+                 if ps and ps[0]["utts"] else "pocketsphinx not run")
+        rows.append({"metric": f"streaming WER below pocketsphinx, {s['name']}", "value": value, "goal": "ours < pocketsphinx",
+                     "ok": ps[0]["ours_wer"] < ps[0]["peer_wer"] if ps and ps[0]["utts"] else None})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    began = time.perf_counter()
+    torch.set_num_threads(1)
+    recognizer = load_recognizer("benchmark", args.model)
+    chunk = round(args.chunk_ms * SAMPLE_RATE / 1000)
+    args.out.mkdir(parents=True, exist_ok=True)
+    if str(args.peer_cache) == "none":
+        args.peer_cache = None
+    status: dict[str, str] = {}
+    if args.peers:
+        ok, reasons = peers.available()
+        status = {p: "ran" if ok[p] else f"skipped: {reasons[p]}" for p in args.peers}
+    results: dict = {"sets": [], "skipped_sets": [], "comparisons": [], "peers": {"status": status}}
+    chunk_all, words_all, endpoint_all, not_fired_all, speed_clips = [], [], [], 0, []
+    with tempfile.TemporaryDirectory(prefix="asr-bench-") as tmp:
+        work = Path(tmp)
+        for eval_set in SETS:
+            clips, reason = load_set(eval_set, args.limit)
+            if not clips:
+                results["skipped_sets"].append({"name": eval_set.name, "reason": reason or "no utterances"})
+                continue
+            log(f"{eval_set.name}: {len(clips)} utterances")
+            row, stream, delays, not_fired = measure_set(recognizer, clips, chunk, args.endpoint_limit)
+            results["sets"].append({"name": eval_set.name, "note": eval_set.note, **row})
+            chunk_all += stream.chunk_ms
+            words_all += stream.word_delay_s
+            speed_clips = speed_clips or clips
+            wavs = write_wavs(clips, work / eval_set.name)
+            for peer in args.peers:
+                if status[peer] == "ran":
+                    log(f"{eval_set.name}: peer {peer}")
+                    results["comparisons"].append(compare_peer(args, peer, eval_set.name, clips, wavs, stream, work))
+            endpoint_all += delays
+            not_fired_all += not_fired
+        if not results["sets"]:
+            print("benchmark: error: no evaluation set found", file=sys.stderr)
+            return 1
+        selected, total = [], 0.0
+        for clip in speed_clips:
+            if total >= args.speed_seconds:
+                break
+            selected.append(clip)
+            total += clip.seconds
+        log("speed")
+        threads = sorted({1, os.cpu_count() or 1, 2} & set(range(1, (os.cpu_count() or 1) + 1)))
+        batch_manifest = write_wavs(selected, work / "batch")
+        results["speed"] = {"clips": len(selected), "threads": ours.thread_rtf(recognizer, selected, chunk, threads),
+                            "batch": ours.batch_throughput(args.model, batch_manifest, total, len(selected), max(threads))}
+    results["latency"] = {"chunk_ms": ours.percentiles(chunk_all), "word_delay_s": ours.percentiles(words_all),
+                          "endpoint_s": ours.endpoint_stats(endpoint_all, not_fired_all), "chunk_ms_all": chunk_all, "word_delay_s_all": words_all}
+    log("memory")
+    results["memory"] = memory_runs(args)
+    log("scaling")
+    results["scaling"] = [{**asdict(m), "rtf": m.rtf} for m in scaling(args.scaling_minutes)]
+    log("attention presets")
+    results["presets"] = presets(recognizer, args.preset_seconds)
+    first = results["sets"][0]
+    results["default_preset_wer"] = {"set": first["name"], "wer": first["streaming"]["wer"]}
+    results["targets"] = targets(results)
+    results["meta"] = {"command": "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
+                       "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
+                       "torch": torch.__version__, "model": args.model or "bundled default",
+                       "untrained": bool(recognizer.info.get("untrained")), "limit": args.limit, "smoke": args.smoke,
+                       "chunk_ms": args.chunk_ms, "endpoint_limit": args.endpoint_limit, "preset_seconds": args.preset_seconds,
+                       "set_notes": [f"{s.name} ({s.note})" for s in SETS], "elapsed_min": (time.perf_counter() - began) / 60}
+    plots, note = make_plots(results, args.out)
+    (args.out / "RESULTS.md").write_text(render(results, plots, note))
+    slim = {k: v for k, v in results.items() if k != "latency"} | {"latency": {k: v for k, v in results["latency"].items()
+                                                                                if not k.endswith("_all")}}
+    (args.out / "results.json").write_text(json.dumps(slim, indent=1) + "\n")
+    print(targets_table(results) + "\n\n" + accuracy_table(results))
+    log(f"wrote {args.out / 'RESULTS.md'} ({len(plots)} plots) in {results['meta']['elapsed_min']:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
