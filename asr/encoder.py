@@ -23,7 +23,7 @@ from asr.features import GlobalCMVN
 class EncoderConfig:
     vocab_size: int = 256  # CTC output classes, blank = 0
     n_mels: int = 80
-    d_model: int = 256
+    d_model: int = 192
     n_layers: int = 6
     n_heads: int = 4
     window: int | None = 50  # attention window W in encoder frames (None: full causal attention)

@@ -32,7 +32,7 @@ from asr.bench_attention import chunk_speed, scaling  # noqa: E402
 from asr.recognizer import Recognizer  # noqa: E402
 from asr.stream import load_recognizer  # noqa: E402
 from bench import ours, peers  # noqa: E402
-from bench.data import ROOT, SETS, Clip, load_set, write_wavs  # noqa: E402
+from bench.data import ROOT, SETS, Clip, EvalSet, load_set, write_wavs  # noqa: E402
 from bench.plots import make_plots  # noqa: E402
 from bench.report import accuracy_table, render, targets_table  # noqa: E402
 
@@ -48,6 +48,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python scripts/benchmark.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    p.add_argument("--manifest", type=Path, action="append",
+                   help="evaluate this manifest instead of the default sets (repeatable)")
     p.add_argument("--limit", type=int, help="utterances per set for our model (default: all)")
     p.add_argument("--peers", default=",".join(peers.PEERS), help="comma-separated peers, or 'none'")
     p.add_argument("--peer-limit", type=int, default=40, help="utterances per set each peer decodes in this run")
@@ -133,7 +135,8 @@ def memory_runs(args: argparse.Namespace) -> list[dict]:
     import subprocess
     rows = []
     for minutes in args.memory_minutes:
-        cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "memory.py"), "--minutes", str(minutes)]
+        cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "memory.py"), "--minutes", str(minutes),
+               "--clips", "3" if args.smoke else "40"] + (["--source", str(args.manifest[0])] if args.manifest else [])
         done = subprocess.run(cmd + (["--model", args.model] if args.model else []), capture_output=True, text=True,
                               env=dict(os.environ, OMP_NUM_THREADS="1"))
         if done.returncode != 0:
@@ -175,15 +178,16 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     if str(args.peer_cache) == "none":
         args.peer_cache = None
-    status: dict[str, str] = {}
+    status = {p: "not requested (--peers)" for p in peers.PEERS}
     if args.peers:
         ok, reasons = peers.available()
-        status = {p: "ran" if ok[p] else f"skipped: {reasons[p]}" for p in args.peers}
+        status.update({p: "ran" if ok[p] else f"skipped: {reasons[p]}" for p in args.peers})
     results: dict = {"sets": [], "skipped_sets": [], "comparisons": [], "peers": {"status": status}}
     chunk_all, words_all, endpoint_all, not_fired_all, speed_clips = [], [], [], 0, []
     with tempfile.TemporaryDirectory(prefix="asr-bench-") as tmp:
         work = Path(tmp)
-        for eval_set in SETS:
+        sets = [EvalSet(m.stem, m) for m in args.manifest] if args.manifest else SETS
+        for eval_set in sets:
             clips, reason = load_set(eval_set, args.limit)
             if not clips:
                 results["skipped_sets"].append({"name": eval_set.name, "reason": reason or "no utterances"})
@@ -231,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                        "torch": torch.__version__, "model": args.model or "bundled default",
                        "untrained": bool(recognizer.info.get("untrained")), "limit": args.limit, "smoke": args.smoke,
                        "chunk_ms": args.chunk_ms, "endpoint_limit": args.endpoint_limit, "preset_seconds": args.preset_seconds,
-                       "set_notes": [f"{s.name} ({s.note})" for s in SETS], "elapsed_min": (time.perf_counter() - began) / 60}
+                       "set_notes": [f"{s.name} ({s.note or s.manifest})" for s in sets], "elapsed_min": (time.perf_counter() - began) / 60}
     plots, note = make_plots(results, args.out)
     (args.out / "RESULTS.md").write_text(render(results, plots, note))
     slim = {k: v for k, v in results.items() if k != "latency"} | {"latency": {k: v for k, v in results["latency"].items()

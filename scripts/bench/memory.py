@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ fol
 from asr.audio import SAMPLE_RATE  # noqa: E402
 from asr.endpoint import emissions  # noqa: E402
 from asr.recognizer import Recognizer  # noqa: E402
-from bench.data import SETS, Clip, load_set, looped_chunks  # noqa: E402
+from bench.data import SETS, Clip, EvalSet, load_set, looped_chunks  # noqa: E402
 from bench.ours import percentiles  # noqa: E402
 
 
@@ -37,9 +37,10 @@ def status_mb(field: str) -> float:
     return 0.0
 
 
-def source_clips(count: int) -> list[Clip]:
-    """Real utterances to loop; a tone-and-noise stand-in if no dev set is here."""
-    for eval_set in SETS:
+def source_clips(count: int, manifest: Path | None = None) -> list[Clip]:
+    """Real utterances to loop (from `manifest`, else the first default set that is here);
+    a tone-and-noise stand-in if there are none."""
+    for eval_set in [EvalSet(manifest.stem, manifest)] if manifest else SETS:
         clips, _ = load_set(eval_set, count)
         if clips:
             return clips
@@ -53,10 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="model file; default: the bundled model (random if none)")
     parser.add_argument("--chunk-ms", type=float, default=500.0)
     parser.add_argument("--clips", type=int, default=40, help="distinct utterances to cycle through")
+    parser.add_argument("--source", type=Path, help="manifest of the utterances to loop (default: the dev set)")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     recognizer = Recognizer.load(args.model, allow_random=True)
-    clips = source_clips(args.clips)
+    clips = source_clips(args.clips, args.source)
     chunk = round(args.chunk_ms * SAMPLE_RATE / 1000)
     for _ in emissions(recognizer, looped_chunks(clips, 5.0, chunk)):  # warm-up
         pass

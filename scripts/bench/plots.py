@@ -80,7 +80,7 @@ def _memory(plt, results: dict):
         ax.plot(xs, ys, marker=".", label=f"{r['minutes']:g} min stream (peak {r['vmhwm_mb']:.0f} MB)")
     ax.set_xlabel("audio streamed (minutes)")
     ax.set_ylabel("RSS (MB)")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 1.2 * max(r["vmhwm_mb"] for r in runs))
     ax.set_title("Memory while streaming (each run in a fresh process)")
     ax.legend(fontsize=8)
     return fig

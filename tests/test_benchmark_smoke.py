@@ -1,0 +1,87 @@
+"""The benchmark's smoke version end to end, and the attention scaling bench on small sizes."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, tone, write
+
+SHARED_DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+
+
+@pytest.fixture
+def tone_manifest(tmp_path: Path) -> Path:
+    """A three-utterance manifest of tones, for machines without the shared dev sets."""
+    rows = []
+    for i in range(3):
+        write(tmp_path / f"t{i}.wav", tone(1.2 + 0.4 * i, freq=300.0 + 100 * i, seed=i))
+        rows.append(json.dumps({"audio": f"t{i}.wav", "duration": 1.2 + 0.4 * i, "text": "hello world"}))
+    (tmp_path / "tones.jsonl").write_text("\n".join(rows) + "\n")
+    return tmp_path / "tones.jsonl"
+
+
+def _number(cell: str) -> float:
+    return float(re.match(r"[+-]?[\d.]+", cell.strip()).group())
+
+
+def _rows(markdown: str, heading: str) -> list[list[str]]:
+    """Body rows of the first table after `heading`, as lists of cells."""
+    section = markdown.split(heading, 1)[1]
+    lines = [line for line in section.split("\n\n", 2)[1].splitlines() if line.startswith("|")]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+
+
+def test_benchmark_smoke_writes_results(model_path: Path, tone_manifest: Path, tmp_path: Path) -> None:
+    out = tmp_path / "bench"
+    args = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--smoke", "--model", str(model_path),
+            "--out", str(out), "--peer-cache", "none"]
+    if not SHARED_DEV.is_file():
+        args += ["--manifest", str(tone_manifest)]
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| target | measured | goal | met |" in done.stdout
+    results = (out / "RESULTS.md").read_text()
+    assert "Smoke run" in results and "untrained" in results
+    targets = {row[0]: row for row in _rows(results, "## Targets")}
+    p95 = targets["streaming compute p95 per 500 ms chunk, 1 thread"]
+    assert _number(p95[1]) > 0
+    assert 0 < _number(targets["streaming RTF, 1 thread"][1]) < 10
+    memory = [row for name, row in targets.items() if name.startswith("peak RSS growth")]
+    assert memory and memory[0][3] in ("yes", "NO")
+    accuracy = _rows(results, "## 1. Accuracy")
+    assert accuracy and {row[4].split(",")[1].strip() for row in accuracy} >= {"whole utterance", "500 ms chunks"}
+    for row in accuracy:
+        assert int(row[1]) >= 1 and 0 <= _number(row[5]) and 0 <= _number(row[6])
+    latency = _rows(results, "## 2. Streaming latency")
+    assert latency[-1][0] == "all" and all(_number(x) >= 0 for x in latency[-1][1].split("/"))
+    memory_rows = _rows(results, "## 4. Memory")
+    assert [_number(r[0]) for r in memory_rows] == [0.05, 0.1] and all(_number(r[2]) > 0 for r in memory_rows)
+    presets = _rows(results, "(`conf/attention/*.yaml`)")
+    assert {r[0] for r in presets} >= {"w50_h4", "full"}
+    assert "not requested" in results  # no peers in the smoke run
+    data = json.loads((out / "results.json").read_text())
+    assert data["sets"] and data["scaling"][0]["seconds"] > 0
+
+
+def test_bench_attention_small_sizes() -> None:
+    done = subprocess.run([sys.executable, "-m", "asr.bench_attention", "--minutes", "0.05", "0.1",
+                           "--max-gb", "0.0015", "--json"], cwd=ROOT, capture_output=True, text=True,
+                          env=_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    windowed = [r for r in rows if r["mode"] == "window 50"]
+    assert [r["minutes"] for r in windowed] == [0.05, 0.1]
+    assert all(r["seconds"] > 0 and r["peak_mb"] is not None and r["encoder_frames"] > 0 for r in windowed)
+    full = {r["minutes"]: r for r in rows if r["mode"] == "full"}
+    assert full[0.05]["seconds"] > 0  # fits: run
+    assert full[0.1]["seconds"] is None and "not run" in full[0.1]["skipped"]  # over the limit: skipped, said why
