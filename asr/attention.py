@@ -35,9 +35,9 @@ def sliding_window_mask(num_queries: int, num_keys: int, window: int | None, inv
 class SelfAttention(nn.Module):
     """Sliding-window causal multi-head self-attention with a relative-distance bias."""
 
-    def __init__(self, d_model: int, n_heads: int, window: int | None, max_distance: int, dropout: float):
+    def __init__(self, d_model: int, n_heads: int, window: int | None, max_distance: int):
         super().__init__()
-        self.n_heads, self.window, self.dropout = n_heads, window, dropout
+        self.n_heads, self.window = n_heads, window
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.num_buckets = window if window is not None else max_distance
@@ -60,8 +60,7 @@ class SelfAttention(nn.Module):
         v = torch.cat([v_cache, v], dim=2)
         allowed = sliding_window_mask(T, k.shape[2], self.window, invalid, device=x.device)  # (T, L + T)
         bias = self.relative_bias(T, k.shape[2], x.device).masked_fill(~allowed, float("-inf"))  # (H, T, L + T)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype),
-                                           dropout_p=self.dropout if self.training else 0.0)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))  # no attention dropout: costly on CPU
         y = self.out(y.transpose(1, 2).reshape(B, T, D))
         if self.cache_size is not None:
             keep = k.shape[2] - self.cache_size

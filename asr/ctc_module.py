@@ -63,6 +63,6 @@ class CTCModule(L.LightningModule):
         decay = [p for n, p in self.named_parameters() if p.ndim >= 2 and "distance_bias" not in n]
         no_decay = [p for n, p in self.named_parameters() if not (p.ndim >= 2 and "distance_bias" not in n)]
         optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=tuple(cfg.betas))
+                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=tuple(cfg.betas), fused=True)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, cfg))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -88,7 +88,7 @@ class Block(nn.Module):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.attn_norm = nn.LayerNorm(cfg.d_model)
-        self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.window, cfg.max_distance, cfg.dropout)
+        self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.window, cfg.max_distance)
         self.ff_norm = nn.LayerNorm(cfg.d_model)
         self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.ff_mult * cfg.d_model), nn.GELU(),
                                 nn.Dropout(cfg.dropout), nn.Linear(cfg.ff_mult * cfg.d_model, cfg.d_model))
@@ -121,13 +121,18 @@ class Encoder(nn.Module):
         """Whole utterances: log-mel (B, T, F) -> CTC log-probs (B, T // S, V) and their lengths (B,)."""
         if lengths is None:
             lengths = torch.full((feats.shape[0],), feats.shape[1], device=feats.device)
-        logprobs, _ = self.step(feats, self.initial_state(feats.shape[0], feats.device))
+        state = self.initial_state(feats.shape[0], feats.device, cache_slots=0)  # nothing to attend before t=0
+        logprobs, _ = self.step(feats, state)
         return logprobs, self.output_lengths(lengths)
 
-    def initial_state(self, batch: int = 1, device: torch.device | str = "cpu") -> EncoderState:
+    def initial_state(self, batch: int = 1, device: torch.device | str = "cpu",
+                      cache_slots: int | None = None) -> EncoderState:
+        """A new stream. The caches have W-1 slots (fixed shapes for streaming), all marked empty;
+        `cache_slots=0` starts with no slots instead (a whole-utterance forward needs none)."""
         cfg, pad = self.cfg, self.subsampling.left_context
         heads, head_dim = cfg.n_heads, cfg.d_model // cfg.n_heads
         slots = 0 if cfg.window is None else cfg.window - 1
+        slots = slots if cache_slots is None else cache_slots
         empty = torch.zeros(batch, heads, slots, head_dim, device=device)
         return EncoderState(frames=torch.zeros(batch, pad, cfg.n_mels, device=device),
                             keys=[empty] * cfg.n_layers, values=[empty] * cfg.n_layers, invalid=slots)

@@ -81,11 +81,17 @@ def train(cfg: TrainConfig) -> Path:
                         callbacks=[*checkpoints, LearningRateMonitor("step")])
     trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None)
     best = checkpoints[1].best_model_path or str(last)
-    state = torch.load(best, map_location="cpu", weights_only=True)["state_dict"]
-    module.load_state_dict(state)
-    out = run_dir / "model.safetensors"
-    save_model(out, module.encoder, module.tokenizer, {"checkpoint": Path(best).name, "steps": trainer.global_step})
-    log.info("exported %s (from %s)", out, best)
+    return export_checkpoint(run_dir, Path(best))
+
+
+def export_checkpoint(run_dir: Path, checkpoint: Path, out: Path | None = None) -> Path:
+    """Write a Lightning checkpoint of the run as a self-contained model file (default run_dir/model.safetensors)."""
+    encoder, tokenizer, _ = load_model(run_dir / "initial.safetensors")  # config, tokenizer, CMVN
+    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    encoder.load_state_dict({k.removeprefix("encoder."): v for k, v in ckpt["state_dict"].items()})
+    out = out or run_dir / "model.safetensors"
+    save_model(out, encoder, tokenizer, {"checkpoint": checkpoint.name, "steps": ckpt["global_step"]})
+    log.info("exported %s (from %s, step %d)", out, checkpoint, ckpt["global_step"])
     return out
 
 

@@ -26,7 +26,7 @@ def test_mask_with_cache_hides_empty_slots():
 @pytest.mark.parametrize("window", [1, 3, 16, None])
 def test_cached_attention_equals_full(window):
     torch.manual_seed(0)
-    attn = SelfAttention(d_model=16, n_heads=2, window=window, max_distance=8, dropout=0.0).eval()
+    attn = SelfAttention(d_model=16, n_heads=2, window=window, max_distance=8).eval()
     with torch.no_grad():
         attn.distance_bias.normal_()
     x = torch.randn(1, 30, 16)
