@@ -2,11 +2,11 @@
 
     python -m asr.bench_attention [--minutes 1 10 60] [--window 50] [--max-gb 8] [--threads 1] [--json]
 
-Uses the default model config (EncoderConfig(): d_model 256, 6 layers, 4 heads, subsampling 4)
-with random weights on random log-mel features (cost does not depend on the values). The
-windowed model runs through `Encoder.stream` in 500 ms chunks (linear time, bounded state); the
-full-attention model runs `Encoder.forward` on the whole input, whose dense (T x T) masks and
-scores grow quadratically, so it is only tried while their estimated size stays under --max-gb.
+Uses the default model config (EncoderConfig(), 40 ms encoder frames) with random weights on
+random log-mel features (the cost does not depend on the values). The windowed model runs
+through `Encoder.stream` in 500 ms chunks (linear time, bounded state); the full-attention model
+runs `Encoder.forward` on the whole input, whose dense (T x T) masks and scores grow
+quadratically, so it is only tried while their estimated size stays under --max-gb.
 Every measurement runs in a fresh subprocess; memory is its peak RSS (VmHWM) growth over the
 RSS it had with the model and the input features already allocated.
 """
@@ -17,7 +17,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -35,7 +35,7 @@ class Measurement:
     seconds: float | None = None  # encoder wall time
     peak_mb: float | None = None  # peak RSS growth during the run
     estimate_gb: float | None = None  # estimated dense attention memory (full attention)
-    skipped: str = ""  # why it was not run
+    note: str = ""  # why it was not run (then seconds is None), or what the memory includes
 
     @property
     def rtf(self) -> float | None:
@@ -97,7 +97,7 @@ def measure_in_subprocess(window: int | None, minutes: float, threads: int, time
     mode = "full" if window is None else f"window {window}"
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return Measurement(mode, minutes, encoder_frames(minutes, EncoderConfig()), skipped=f"failed: {reason}")
+        return Measurement(mode, minutes, encoder_frames(minutes, EncoderConfig()), note=f"failed: {reason}")
     return Measurement(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
@@ -106,12 +106,15 @@ def scaling(minutes: list[float], window: int = 50, max_gb: float = 8.0, threads
     cfg = EncoderConfig()
     rows = []
     for m in minutes:
-        rows.append(measure_in_subprocess(window, m, threads))
         frames = encoder_frames(m, cfg)
+        row = measure_in_subprocess(window, m, threads)
+        if not row.note:  # Encoder.stream returns all log-probs: chunks plus their concatenation
+            row.note = f"includes the returned log-probs, ~{frames * cfg.vocab_size * 8 / 1e6:.0f} MB"
+        rows.append(row)
         estimate = dense_attention_gb(frames, cfg.n_heads)
         if estimate > max_gb:
             rows.append(Measurement("full", m, frames, estimate_gb=estimate,
-                                    skipped=f"not run: dense attention needs ~{estimate:.0f} GB > {max_gb:g} GB"))
+                                    note=f"not run: dense attention needs ~{estimate:.0f} GB > {max_gb:g} GB"))
         else:
             row = measure_in_subprocess(None, m, threads)
             row.estimate_gb = estimate
@@ -120,12 +123,15 @@ def scaling(minutes: list[float], window: int = 50, max_gb: float = 8.0, threads
 
 
 @torch.inference_mode()
-def chunk_speed(window: int | None, heads: int, seconds: float = 30.0, threads: int = 1) -> dict:
-    """Per-500 ms-chunk encoder compute (ms) of a random default-width model with this window and heads,
-    streaming `seconds` of random features: median, p95, max and the real-time factor."""
+def chunk_speed(window: int | None, heads: int, seconds: float = 30.0, threads: int = 1,
+                base: EncoderConfig | None = None) -> dict:
+    """Per-500 ms-chunk encoder compute (ms) of a random model (`base`'s width and depth, default
+    EncoderConfig()) with this window and heads, streaming `seconds` of random features:
+    median, p95, max and the real-time factor."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    encoder = Encoder(EncoderConfig(window=window, n_heads=heads, dropout=0.0)).eval()
+    cfg = replace(base or EncoderConfig(), window=window, n_heads=heads, dropout=0.0)
+    encoder = Encoder(cfg).eval()
     feats = torch.randn(1, round(seconds * FRAMES_PER_SECOND), encoder.cfg.n_mels)
     state, times = encoder.initial_state(), []
     for start in range(0, feats.shape[1], CHUNK_FRAMES):
@@ -143,7 +149,7 @@ def table(rows: list[Measurement]) -> str:
              "|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         fmt = (lambda v, spec: "-" if v is None else format(v, spec))
-        note = r.skipped or (f"dense attention estimate {r.estimate_gb:.2f} GB" if r.estimate_gb else "")
+        note = r.note or (f"dense attention estimate {r.estimate_gb:.2f} GB" if r.estimate_gb else "")
         lines.append(f"| {r.mode} | {r.minutes:g} | {r.encoder_frames} | {fmt(r.seconds, '.2f')} | "
                      f"{fmt(r.rtf, '.4f')} | {fmt(r.peak_mb, '.0f')} | {note} |")
     return "\n".join(lines)
@@ -170,8 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             print(json.dumps(asdict(row)))
     else:
+        cfg = EncoderConfig()
+        print(f"EncoderConfig(): d_model {cfg.d_model}, {cfg.n_layers} layers, {cfg.n_heads} heads, "
+              f"subsampling {cfg.subsampling}; {args.threads} thread(s)\n")
         print(table(rows))
-    failed = [r for r in rows if r.skipped.startswith("failed")]
+    failed = [r for r in rows if r.note.startswith("failed")]
     return 1 if failed else 0
 
 

@@ -52,18 +52,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="evaluate this manifest instead of the default sets (repeatable)")
     p.add_argument("--limit", type=int, help="utterances per set for our model (default: all)")
     p.add_argument("--peers", default=",".join(peers.PEERS), help="comma-separated peers, or 'none'")
-    p.add_argument("--peer-limit", type=int, default=40, help="utterances per set each peer decodes in this run")
-    p.add_argument("--rerun-limit", type=int, default=10, help="utterances per set for the re-run-every-chunk cost")
+    p.add_argument("--peer-limit", type=int, default=5, help="utterances per set each peer decodes in this run")
+    p.add_argument("--rerun-limit", type=int, default=1, help="utterances per set for the re-run-every-chunk cost")
     p.add_argument("--peer-cache", type=Path, default=ROOT / "benchmarks" / "peers",
                    help="saved peer hypotheses, merged and reused for accuracy ('none' to disable)")
-    p.add_argument("--endpoint-limit", type=int, default=50, help="utterances per set for end-of-speech delay")
-    p.add_argument("--speed-seconds", type=float, default=120.0, help="audio for the thread-count RTF")
+    p.add_argument("--endpoint-limit", type=int, default=30, help="utterances per set for end-of-speech delay")
+    p.add_argument("--speed-seconds", type=float, default=60.0, help="audio for the thread-count RTF")
     p.add_argument("--memory-minutes", type=float, nargs="+", default=[1.0, 10.0, 60.0])
     p.add_argument("--scaling-minutes", type=float, nargs="+", default=[1.0, 2.0, 5.0, 10.0, 60.0])
-    p.add_argument("--preset-seconds", type=float, default=60.0, help="audio per attention preset")
+    p.add_argument("--preset-seconds", type=float, default=30.0, help="audio per attention preset")
     p.add_argument("--chunk-ms", type=float, default=500.0)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     p.add_argument("--smoke", action="store_true", help="tiny, fast version (the test suite's)")
+    p.add_argument("--score-peers", action="store_true",
+                   help="only print the WER/CER of the saved peer hypotheses in --peer-cache, then exit")
     args = p.parse_args(argv)
     if args.smoke:
         args.limit, args.peers, args.endpoint_limit, args.speed_seconds = args.limit or 3, "none", 2, 3.0
@@ -87,29 +89,26 @@ def measure_set(recognizer: Recognizer, clips: list[Clip], chunk: int, endpoint_
     return row, stream, delays, not_fired
 
 
-def compare_peer(args: argparse.Namespace, peer: str, set_name: str, clips: list[Clip], wav_manifest: Path,
-                 stream: ours.StreamResult, work: Path) -> dict:
-    """Run one peer on the first --peer-limit clips; score it (with saved hypotheses) against ours."""
-    lines = wav_manifest.read_text().splitlines()[: args.peer_limit]
-    sub = work / f"{peer}-{set_name}.jsonl"
-    sub.write_text("".join(line + "\n" for line in lines))
-    run = peers.run_peer(peer, sub, work / f"{peer}-{set_name}.out.jsonl", args.rerun_limit)
+def compare_peer(args: argparse.Namespace, run: peers.PeerRun, set_name: str, clips: list[Clip],
+                 stream: ours.StreamResult) -> dict:
+    """Score one peer on one set (this run's hypotheses plus saved ones) against ours on the same utterances."""
+    live_rows = run.rows.get(set_name, {})
     cached = {}
     if args.peer_cache:
-        path = peers.cache_path(args.peer_cache, peer, set_name)
-        peers.save_cache(path, run.rows)
+        path = peers.cache_path(args.peer_cache, run.peer, set_name)
+        peers.save_cache(path, live_rows)
         cached = peers.load_cache(path)
-    hyps = {**cached, **run.rows}
+    hyps = {**cached, **live_rows}
     by_name = {c.name: c for c in clips}
     ours_by_name = {r.audio: r for r in stream.results}
     names = [n for n in by_name if n in hyps]
-    peer_results = [ours.scored(by_name[n], hyps[n]["hyp"], hyps[n].get("compute_s", 0.0)) for n in names]
-    p, o = ours.summary(peer_results), ours.summary([ours_by_name[n] for n in names])
-    live = list(run.rows.values())
+    p = ours.summary([ours.scored(by_name[n], hyps[n]["hyp"], 0.0) for n in names])
+    o = ours.summary([ours_by_name[n] for n in names])
+    live = list(live_rows.values())
     chunk_ms = [t for r in live for t in r.get("chunk_ms", [])]
     rerun = [r for r in live if "rerun_ms" in r]
     live_audio = sum(r["duration"] for r in live)
-    row = {"set": set_name, "peer": peer, "utts": len(names), "audio_s": p["audio_seconds"], "live_utts": len(live),
+    row = {"set": set_name, "peer": run.peer, "utts": len(names), "audio_s": p["audio_seconds"], "live_utts": len(live),
            "mode": "streaming, 500 ms chunks" if chunk_ms else "whole utterance",
            "peer_wer": p["wer"], "peer_cer": p["cer"], "ours_wer": o["wer"], "ours_cer": o["cer"],
            "rtf": sum(r["compute_s"] for r in live) / live_audio if live_audio else None,
@@ -120,11 +119,33 @@ def compare_peer(args: argparse.Namespace, peer: str, set_name: str, clips: list
     return row
 
 
+def run_peers(args: argparse.Namespace, prepared: list[tuple[str, list[Clip], Path, ours.StreamResult]],
+              work: Path, status: dict[str, str]) -> list[dict]:
+    """Each requested peer decodes the first --peer-limit utterances of every set in one worker process."""
+    manifest = work / "peers.jsonl"
+    with manifest.open("w") as f:
+        for set_name, _, wavs, _ in prepared:
+            for line in wavs.read_text().splitlines()[: args.peer_limit]:
+                f.write(json.dumps({**json.loads(line), "set": set_name}) + "\n")
+    comparisons = []
+    for peer in args.peers:
+        if status[peer] != "requested":
+            continue
+        log(f"peer {peer}")
+        run = peers.run_peer(peer, manifest, work / f"{peer}.out.jsonl", args.rerun_limit)
+        if run.error and not run.rows:
+            status[peer] = f"skipped: {run.error}"
+            continue
+        status[peer] = "ran" + (f" (stopped early: {run.error})" if run.error else "")
+        comparisons += [compare_peer(args, run, name, clips, stream) for name, clips, _, stream in prepared]
+    return comparisons
+
+
 def presets(recognizer: Recognizer, seconds: float) -> list[dict]:
     cfg, rows = recognizer.encoder.cfg, []
     for path in sorted((ROOT / "conf" / "attention").glob("*.yaml")):
         preset = OmegaConf.to_container(OmegaConf.load(path))
-        speed = chunk_speed(preset.get("window"), preset.get("n_heads", 4), seconds)
+        speed = chunk_speed(preset.get("window"), preset.get("n_heads", 4), seconds, base=cfg)
         rows.append({"preset": path.stem, "window": preset.get("window"), "heads": preset.get("n_heads", 4),
                      "n": 1, "median": speed["median_ms"], "p95": speed["p95_ms"], "max": speed["max_ms"],
                      "rtf": speed["rtf"], "is_default": (preset.get("window"), preset.get("n_heads")) == (cfg.window, cfg.n_heads)})
@@ -169,8 +190,22 @@ def targets(results: dict) -> list[dict]:
     return rows
 
 
+def score_saved_peers(folder: Path) -> int:
+    """WER/CER of every saved peer hypothesis file (benchmarks/peers/<peer>/<set>.jsonl)."""
+    print("| peer | set | utts | audio (min) | WER % | CER % |\n|---|---|---:|---:|---:|---:|")
+    for path in sorted(folder.glob("*/*.jsonl")):
+        rows = peers.load_cache(path).values()
+        clips = [Clip(r["name"], r["ref"], torch.zeros(round(r["duration"] * SAMPLE_RATE))) for r in rows]
+        s = ours.summary([ours.scored(c, r["hyp"], 0.0) for c, r in zip(clips, rows)])
+        print(f"| {path.parent.name} | {path.stem} | {s['utts']} | {s['audio_seconds'] / 60:.1f} | "
+              f"{s['wer'] * 100:.2f} | {s['cer'] * 100:.2f} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.score_peers:
+        return score_saved_peers(args.peer_cache)
     began = time.perf_counter()
     torch.set_num_threads(1)
     recognizer = load_recognizer("benchmark", args.model)
@@ -179,11 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     if str(args.peer_cache) == "none":
         args.peer_cache = None
     status = {p: "not requested (--peers)" for p in peers.PEERS}
-    if args.peers:
-        ok, reasons = peers.available()
-        status.update({p: "ran" if ok[p] else f"skipped: {reasons[p]}" for p in args.peers})
+    status.update({p: f"skipped: {peers.installed()}" if peers.installed() else "requested" for p in args.peers})
     results: dict = {"sets": [], "skipped_sets": [], "comparisons": [], "peers": {"status": status}}
-    chunk_all, words_all, endpoint_all, not_fired_all, speed_clips = [], [], [], 0, []
+    chunk_all, words_all, endpoint_all, not_fired_all, speed_clips, prepared = [], [], [], 0, [], []
     with tempfile.TemporaryDirectory(prefix="asr-bench-") as tmp:
         work = Path(tmp)
         sets = [EvalSet(m.stem, m) for m in args.manifest] if args.manifest else SETS
@@ -198,16 +231,13 @@ def main(argv: list[str] | None = None) -> int:
             chunk_all += stream.chunk_ms
             words_all += stream.word_delay_s
             speed_clips = speed_clips or clips
-            wavs = write_wavs(clips, work / eval_set.name)
-            for peer in args.peers:
-                if status[peer] == "ran":
-                    log(f"{eval_set.name}: peer {peer}")
-                    results["comparisons"].append(compare_peer(args, peer, eval_set.name, clips, wavs, stream, work))
+            prepared.append((eval_set.name, clips, write_wavs(clips, work / eval_set.name), stream))
             endpoint_all += delays
             not_fired_all += not_fired
         if not results["sets"]:
             print("benchmark: error: no evaluation set found", file=sys.stderr)
             return 1
+        results["comparisons"] = run_peers(args, prepared, work, status)
         selected, total = [], 0.0
         for clip in speed_clips:
             if total >= args.speed_seconds:
@@ -234,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
                        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
                        "torch": torch.__version__, "model": args.model or "bundled default",
                        "untrained": bool(recognizer.info.get("untrained")), "limit": args.limit, "smoke": args.smoke,
-                       "chunk_ms": args.chunk_ms, "endpoint_limit": args.endpoint_limit, "preset_seconds": args.preset_seconds,
+                       "chunk_ms": args.chunk_ms, "peer_limit": args.peer_limit, "rerun_limit": args.rerun_limit,
+                       "endpoint_limit": args.endpoint_limit, "preset_seconds": args.preset_seconds,
+                       "d_model": recognizer.encoder.cfg.d_model, "n_layers": recognizer.encoder.cfg.n_layers,
                        "set_notes": [f"{s.name} ({s.note or s.manifest})" for s in sets], "elapsed_min": (time.perf_counter() - began) / 60}
     plots, note = make_plots(results, args.out)
     (args.out / "RESULTS.md").write_text(render(results, plots, note))

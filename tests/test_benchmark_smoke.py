@@ -36,9 +36,10 @@ def _number(cell: str) -> float:
 
 def _rows(markdown: str, heading: str) -> list[list[str]]:
     """Body rows of the first table after `heading`, as lists of cells."""
-    section = markdown.split(heading, 1)[1]
-    lines = [line for line in section.split("\n\n", 2)[1].splitlines() if line.startswith("|")]
-    return [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+    lines = markdown.split(heading, 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return [[c.strip() for c in line.strip("|").split("|")] for line in lines[start + 2:end]]
 
 
 def test_benchmark_smoke_writes_results(model_path: Path, tone_manifest: Path, tmp_path: Path) -> None:
@@ -84,4 +85,4 @@ def test_bench_attention_small_sizes() -> None:
     assert all(r["seconds"] > 0 and r["peak_mb"] is not None and r["encoder_frames"] > 0 for r in windowed)
     full = {r["minutes"]: r for r in rows if r["mode"] == "full"}
     assert full[0.05]["seconds"] > 0  # fits: run
-    assert full[0.1]["seconds"] is None and "not run" in full[0.1]["skipped"]  # over the limit: skipped, said why
+    assert full[0.1]["seconds"] is None and "not run" in full[0.1]["note"]  # over the limit: skipped, said why

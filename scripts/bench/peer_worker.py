@@ -7,7 +7,8 @@ Needs only numpy and soundfile besides the peer's own package (it never imports 
 writes one JSON object per utterance: audio, ref, hyp (raw text; the benchmark normalises and
 scores it with asr's scorer), duration, compute_s (whole-utterance decode), chunk_ms (per 500 ms
 chunk compute, for peers that stream) and rerun_ms (for peers that cannot stream: the cost of
-re-decoding the audio so far after every chunk; only for the first --rerun-limit utterances).
+re-decoding the audio so far after every chunk; only for the first --rerun-limit utterances of
+each set). Manifest rows may carry "set" and "name", which are copied to the output.
 The process is pinned to --threads CPUs, so every peer gets the same cores as ours.
 """
 from __future__ import annotations
@@ -34,6 +35,13 @@ class Peer:
 
     streaming = False
 
+    def new_set(self) -> None:
+        """Called before the first utterance of each set (peers with state across utterances reset it)."""
+
+    def warm_up(self) -> None:
+        """One decode of faint noise, so first-call allocations are not part of any measurement."""
+        self.transcribe(np.random.default_rng(0).normal(0, 1e-3, RATE // 2).astype(np.float32))
+
     def transcribe(self, wave: np.ndarray) -> str:
         raise NotImplementedError
 
@@ -47,8 +55,16 @@ class PocketSphinx(Peer):
     streaming = True
 
     def __init__(self) -> None:
+        self.new_set()
+
+    def new_set(self) -> None:
+        """A fresh decoder: its running cepstral mean carries over from one utterance to the next, so
+        each set starts from the same state whatever was decoded before it (results are reproducible)."""
         from pocketsphinx import Decoder
         self.decoder = Decoder(samprate=RATE, loglevel="FATAL")
+
+    def warm_up(self) -> None:
+        """None: decoding noise first would skew the running cepstral mean (it is cheap to start anyway)."""
 
     def _pcm(self, wave: np.ndarray) -> bytes:
         return (np.clip(wave, -1, 1) * 32767).astype(np.int16).tobytes()
@@ -149,21 +165,29 @@ def timed(fn: Callable[[], str]) -> tuple[str, float]:
 
 
 def run(peer: Peer, rows: list[dict], chunk: int, rerun_limit: int, out) -> None:
-    """Decode every row and write its JSON line (flushed, so a killed run keeps what it did)."""
-    short = np.zeros(RATE // 2, dtype=np.float32)
-    peer.transcribe(short)  # warm-up: first-call allocations are not part of any measurement
-    for index, row in enumerate(rows):
+    """Decode every row and write its JSON line (flushed, so a killed run keeps what it did).
+    The re-run cost is measured on the first `rerun_limit` rows of each "set" in the manifest."""
+    peer.warm_up()
+    reruns: dict[str, int] = {}
+    current_set = None
+    for row in rows:
+        if row.get("set", "") != current_set:
+            current_set = row.get("set", "")
+            peer.new_set()
         wave, rate = sf.read(row["audio"], dtype="float32", always_2d=False)
         if rate != RATE or wave.ndim != 1:
             raise SystemExit(f"peer_worker: {row['audio']}: expected 16 kHz mono (got {rate} Hz)")
-        result = {"audio": row["audio"], "ref": row.get("text", ""), "duration": len(wave) / RATE}
+        result = {"audio": row["audio"], "set": row.get("set", ""), "name": row.get("name", ""),
+                  "ref": row.get("text", ""), "duration": len(wave) / RATE}
         if peer.streaming:
             began = time.perf_counter()
             result["hyp"], result["chunk_ms"] = peer.stream(wave, chunk)
             result["compute_s"] = time.perf_counter() - began
         else:
             result["hyp"], result["compute_s"] = timed(lambda: peer.transcribe(wave))
-            if index < rerun_limit:  # what a live display costs: decode everything so far every chunk
+            done = reruns.get(result["set"], 0)
+            if done < rerun_limit:  # what a live display costs: decode everything so far every chunk
+                reruns[result["set"]] = done + 1
                 result["rerun_ms"] = [timed(lambda: peer.transcribe(wave[:end]))[1] * 1000
                                       for end in range(chunk, len(wave) + chunk, chunk)]
         out.write(json.dumps(result) + "\n")
@@ -174,7 +198,7 @@ def check() -> int:
     """Print which peers load here (one JSON line each)."""
     for name in PEERS:
         try:
-            load_peer(name, 1).transcribe(np.zeros(RATE, dtype=np.float32))
+            load_peer(name, 1).transcribe(np.random.default_rng(0).normal(0, 1e-3, RATE).astype(np.float32))
             print(json.dumps({"peer": name, "ok": True}))
         except Exception as err:  # any failure means: skip this peer, and say why
             print(json.dumps({"peer": name, "ok": False, "reason": f"{type(err).__name__}: {err}"}))
@@ -188,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manifest", type=Path, help="JSON Lines with absolute 16 kHz wav paths and text")
     parser.add_argument("--out", type=Path, help="JSON Lines output (default stdout)")
     parser.add_argument("--chunk-ms", type=float, default=500.0)
-    parser.add_argument("--rerun-limit", type=int, default=20, help="utterances that get the re-run cost")
+    parser.add_argument("--rerun-limit", type=int, default=20, help="utterances per set that get the re-run cost")
     parser.add_argument("--threads", type=int, default=1, help="CPUs the process is pinned to")
     args = parser.parse_args(argv)
     cpus = sorted(os.sched_getaffinity(0))[: max(1, args.threads)]

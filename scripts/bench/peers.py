@@ -28,32 +28,17 @@ LABELS = {"pocketsphinx": "PocketSphinx 5.1.1 (en-us, streaming)",
 @dataclass
 class PeerRun:
     peer: str
-    rows: dict[str, dict] = field(default_factory=dict)  # utterance name -> worker output (this run)
-    error: str = ""
+    rows: dict[str, dict[str, dict]] = field(default_factory=dict)  # set -> utterance name -> worker output
+    error: str = ""  # why the worker failed (rows may still hold what it did before)
 
 
-def available() -> tuple[dict[str, bool], dict[str, str]]:
-    """Which peers load in .venv-peers ({peer: ok}, {peer: reason when not})."""
-    if not PEER_PYTHON.is_file():
-        why = "not installed (.venv-peers missing: run bash scripts/install_peers.sh)"
-        return {p: False for p in PEERS}, {p: why for p in PEERS}
-    done = subprocess.run([str(PEER_PYTHON), str(WORKER), "--check"], capture_output=True, text=True,
-                          env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
-    ok, reasons = {}, {}
-    for line in done.stdout.splitlines():
-        row = json.loads(line)
-        ok[row["peer"]] = row["ok"]
-        if not row["ok"]:
-            reasons[row["peer"]] = row["reason"]
-    for peer in PEERS:
-        if peer not in ok:
-            ok[peer], reasons[peer] = False, (done.stderr.strip().splitlines() or ["check failed"])[-1]
-    return ok, reasons
+def installed() -> str:
+    """'' when .venv-peers exists, else why no peer can run."""
+    return "" if PEER_PYTHON.is_file() else "not installed (.venv-peers missing: run bash scripts/install_peers.sh)"
 
 
 def run_peer(peer: str, manifest: Path, out: Path, rerun_limit: int, threads: int = 1) -> PeerRun:
-    """Decode a prepared 16 kHz manifest (scripts/bench/data.write_wavs) with one peer."""
-    names = [json.loads(line)["name"] for line in manifest.read_text().splitlines() if line.strip()]
+    """Decode a manifest of 16 kHz wav rows (with "set" and "name") with one peer, in one worker process."""
     args = [str(PEER_PYTHON), str(WORKER), "--peer", peer, "--manifest", str(manifest), "--out", str(out),
             "--rerun-limit", str(rerun_limit), "--threads", str(threads)]
     done = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
@@ -61,8 +46,9 @@ def run_peer(peer: str, manifest: Path, out: Path, rerun_limit: int, threads: in
     if done.returncode != 0:
         run.error = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
     if out.is_file():
-        for name, line in zip(names, out.read_text().splitlines()):
-            run.rows[name] = {**json.loads(line), "name": name}
+        for line in out.read_text().splitlines():
+            row = json.loads(line)
+            run.rows.setdefault(row["set"], {})[row["name"]] = row
     return run
 
 
@@ -71,13 +57,16 @@ def cache_path(folder: Path, peer: str, set_name: str) -> Path:
 
 
 def load_cache(path: Path) -> dict[str, dict]:
-    """Saved hypotheses {name: row}; rows from the worker's own manifests keep their original names."""
+    """Saved hypotheses {utterance name: row} (a line that does not parse or has no name is ignored)."""
     rows = {}
     if path.is_file():
         for line in path.read_text().splitlines():
-            if line.strip():
+            try:
                 row = json.loads(line)
-                rows[row.get("name") or Path(row["audio"]).name] = row
+            except json.JSONDecodeError:
+                continue
+            if row.get("name") and "hyp" in row:
+                rows[row["name"]] = row
     return rows
 
 

@@ -114,7 +114,8 @@ def _presets(plt, results: dict):
     ax.bar(names, [r["p95"] for r in rows], color="tab:orange", label="p95")
     ax.bar(names, [r["median"] for r in rows], color="tab:blue", label="median")
     ax.set_ylabel("encoder compute per 500 ms chunk (ms)")
-    ax.set_title("Speed per attention preset (random weights, default width/depth)")
+    ax.set_title("Encoder speed per attention preset (random weights, the benchmarked model's width/depth)",
+                 fontsize=9)
     wer = results.get("default_preset_wer")
     if wer:
         ax.annotate(f"trained default: streaming WER {wer['wer'] * 100:.1f}% ({wer['set']})",
