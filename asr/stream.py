@@ -103,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="one JSON object per emission")
     parser.add_argument("--realtime", action="store_true", help="with --file: pace input like a microphone")
     parser.add_argument("--max-seconds", type=float, help="stop after this many seconds of audio")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (default 1: a 500 ms chunk is too small to gain from more)")
     parser.add_argument("--compare-offline", action="store_true",
                         help="with --file: also run the whole-utterance forward and print the differences")
     return parser
@@ -115,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--chunk-ms must be > 0 (got {args.chunk_ms})")
     if args.max_seconds is not None and args.max_seconds <= 0:
         parser.error(f"--max-seconds must be > 0 (got {args.max_seconds})")
+    if args.threads < 1:
+        parser.error(f"--threads must be >= 1 (got {args.threads})")
+    torch.set_num_threads(args.threads)
     if args.file is None and (args.realtime or args.compare_offline):
         parser.error("--realtime and --compare-offline need --file")
     from asr import microphone  # sounddevice itself is imported only when a device is used
