@@ -20,7 +20,7 @@ from torch import Tensor
 from asr.ctc import Token, Word, greedy_tokens, word_times
 from asr.encoder import Encoder, EncoderState
 from asr.features import Fbank, stream_fbank
-from asr.model_io import load_model, random_model
+from asr.model_io import default_model_path, load_model, random_model
 from asr.tokenizer import BLANK, Tokenizer
 
 
@@ -41,7 +41,6 @@ class Recognizer:
     @classmethod
     def load(cls, path: str | None = None, allow_random: bool = False) -> "Recognizer":
         """The model at `path`, else the bundled default; with allow_random an untrained one if none is bundled."""
-        from asr.model_io import default_model_path
         if path is None and default_model_path() is None and allow_random:
             return cls(*random_model())
         return cls(*load_model(path))

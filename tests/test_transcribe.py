@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import jiwer
-import numpy as np
 import pytest
 import soundfile as sf
 import torch
