@@ -21,12 +21,12 @@ from pathlib import Path
 import jiwer
 import numpy as np
 
+from asr import cli
 from asr.audio import SAMPLE_RATE, AudioError, load_audio
 from asr.ctc import greedy_decode
 from asr.manifest import ManifestError, Utterance, read_manifest
 from asr.model_io import ModelError
 from asr.recognizer import Recognizer
-from asr.stream import load_recognizer
 from asr.text import normalize
 
 
@@ -134,19 +134,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manifest", required=True, help="JSON Lines manifest with audio and text")
     parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
     parser.add_argument("--streaming", action="store_true", help="feed the audio in chunks of --chunk-ms")
-    parser.add_argument("--chunk-ms", type=float, default=500.0, help="streaming chunk in ms (default 500)")
+    cli.add_chunk_ms(parser, 500.0, "streaming chunk in ms (default 500)")
     parser.add_argument("--report", type=Path, help="write a per-utterance JSON report with alignments here")
     parser.add_argument("--limit", type=int, help="evaluate only the first N utterances")
     args = parser.parse_args(argv)
-    if args.chunk_ms <= 0 or (args.limit is not None and args.limit < 1):
-        parser.error("--chunk-ms and --limit must be positive")
+    if args.limit is not None and args.limit < 1:
+        parser.error(f"--limit must be >= 1 (got {args.limit})")
     try:
         utterances = read_manifest(args.manifest)[: args.limit]
-        recognizer = load_recognizer("evaluate", args.model)
+        recognizer = cli.load_recognizer("evaluate", args.model)
     except (ManifestError, ModelError) as err:
         print(f"asr.evaluate: error: {err}", file=sys.stderr)
         return 1
-    chunk_samples = round(args.chunk_ms * SAMPLE_RATE / 1000) if args.streaming else None
+    chunk_samples = cli.chunk_samples(args.chunk_ms) if args.streaming else None
     results, latencies, errors = evaluate(recognizer, utterances, chunk_samples)
     for error in errors:
         print(f"asr.evaluate: error: {error}", file=sys.stderr)

@@ -21,10 +21,11 @@ from typing import Callable, Iterable, Iterator, TextIO
 
 import torch
 
+from asr import cli
 from asr.audio import SAMPLE_RATE, AudioError, load_audio, read_blocks
 from asr.ctc import greedy_decode
 from asr.endpoint import Emission, emissions
-from asr.model_io import ModelError, default_model_path
+from asr.model_io import ModelError
 from asr.recognizer import Recognizer
 
 def rechunk(pieces: Iterable[torch.Tensor], size: int, max_samples: int | None = None) -> Iterator[torch.Tensor]:
@@ -52,14 +53,6 @@ def paced(chunks: Iterable[torch.Tensor]) -> Iterator[torch.Tensor]:
         samples += chunk.numel()
         time.sleep(max(0.0, began + samples / SAMPLE_RATE - time.monotonic()))
         yield chunk
-
-
-def load_recognizer(tool: str, model: str | None) -> Recognizer:
-    """The model at `model`, else the bundled one, else (with a warning) an untrained one."""
-    if model is None and default_model_path() is None:
-        print(f"asr.{tool}: no bundled model yet; using a randomly initialised model from the default config",
-              file=sys.stderr)
-    return Recognizer.load(model, allow_random=True)
 
 
 class LineDisplay:
@@ -99,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--list-devices", action="store_true", help="list audio devices and exit")
     parser.add_argument("--device", help="input device number or name (default: the system default)")
     parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
-    parser.add_argument("--chunk-ms", type=float, default=500.0, help="audio per step in ms (default 500)")
+    cli.add_chunk_ms(parser, 500.0, "audio per step in ms (default 500)")
     parser.add_argument("--json", action="store_true", help="one JSON object per emission")
     parser.add_argument("--realtime", action="store_true", help="with --file: pace input like a microphone")
     parser.add_argument("--max-seconds", type=float, help="stop after this many seconds of audio")
@@ -113,8 +106,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.chunk_ms <= 0:
-        parser.error(f"--chunk-ms must be > 0 (got {args.chunk_ms})")
     if args.max_seconds is not None and args.max_seconds <= 0:
         parser.error(f"--max-seconds must be > 0 (got {args.max_seconds})")
     if args.threads < 1:
@@ -131,11 +122,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     try:
-        recognizer = load_recognizer("stream", args.model)
+        recognizer = cli.load_recognizer("stream", args.model)
     except ModelError as err:
         print(f"asr.stream: error: {err}", file=sys.stderr)
         return 1
-    chunk_samples = max(1, round(args.chunk_ms * SAMPLE_RATE / 1000))
+    chunk_samples = cli.chunk_samples(args.chunk_ms)
     max_samples = None if args.max_seconds is None else round(args.max_seconds * SAMPLE_RATE)
     display = LineDisplay(sys.stdout, sys.stdout.isatty())
 

@@ -22,14 +22,14 @@ import soundfile as sf
 import torch
 from tqdm import tqdm
 
-from asr.audio import AUDIO_SUFFIXES, SAMPLE_RATE, AudioError
+from asr import cli
+from asr.audio import AUDIO_SUFFIXES, SAMPLE_RATE, AudioError, read_blocks
 from asr.endpoint import emissions
 from asr.manifest import ManifestError, read_manifest
 from asr.model_io import ModelError
 from asr.outputs import FORMATS, Segment, Transcript, render
 from asr.recognizer import Recognizer
-from asr.audio import read_blocks
-from asr.stream import load_recognizer, rechunk
+from asr.stream import rechunk
 
 MANIFEST_SUFFIXES = (".jsonl",)
 PROGRESS_SECONDS = 60.0  # show a progress bar (on a terminal) for at least this much audio...
@@ -108,29 +108,26 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
     parser.add_argument("--format", choices=FORMATS, default="txt", help="output format (default txt)")
     parser.add_argument("--output-dir", type=Path, help="write one FILE.<format> per input here")
-    parser.add_argument("--chunk-ms", type=float, default=2000.0,
-                        help="audio per recognizer step in ms (speed only; default 2000)")
+    cli.add_chunk_ms(parser, 2000.0, "audio per recognizer step in ms (speed only; default 2000)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.chunk_ms <= 0:
-        parser.error(f"--chunk-ms must be > 0 (got {args.chunk_ms})")
     files, errors = expand_inputs(args.inputs)
     for error in errors:
         print(f"asr.transcribe: error: {error}", file=sys.stderr)
     if not files:
         return 1
     try:
-        recognizer = load_recognizer("transcribe", args.model)
+        recognizer = cli.load_recognizer("transcribe", args.model)
         if args.output_dir:
             args.output_dir.mkdir(parents=True, exist_ok=True)
     except (ModelError, OSError) as err:
         print(f"asr.transcribe: error: {err}", file=sys.stderr)
         return 1
-    chunk_samples = max(1, round(args.chunk_ms * SAMPLE_RATE / 1000))
+    chunk_samples = cli.chunk_samples(args.chunk_ms)
     total = sum(_duration(f) for f in files)
     show_bar = sys.stderr.isatty() and (total >= PROGRESS_SECONDS or len(files) >= PROGRESS_FILES)
     failed: list[str] = []

@@ -30,7 +30,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from asr.audio import SAMPLE_RATE  # noqa: E402
 from asr.bench_attention import chunk_speed, scaling  # noqa: E402
 from asr.recognizer import Recognizer  # noqa: E402
-from asr.stream import load_recognizer  # noqa: E402
+from asr.cli import load_recognizer  # noqa: E402
 from bench import ours, peers  # noqa: E402
 from bench.data import ROOT, SETS, Clip, EvalSet, load_set, write_wavs  # noqa: E402
 from bench.plots import make_plots  # noqa: E402
