@@ -16,7 +16,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 
-from asr.config import TrainConfig, register_configs
+from asr.config import OptimConfig, TrainConfig, register_configs
 from asr.ctc_module import CTCModule
 from asr.data import SpeechDataModule, SpeechDataset, load_sources
 from asr.encoder import EncoderConfig
@@ -34,19 +34,22 @@ def estimate_cmvn(dataset: SpeechDataset, count: int, seed: int) -> tuple[torch.
     return frames.mean(dim=0), frames.std(dim=0)
 
 
-def build_module(cfg: TrainConfig, run_dir: Path, datamodule_utts: list) -> CTCModule:
-    """A fresh module (tokenizer trained on the training text, CMVN estimated) or one from `init_from`."""
-    if cfg.init_from:
-        encoder, tokenizer, _ = load_model(cfg.init_from)
-        module = CTCModule(encoder.cfg, cfg.optim, tokenizer)
-        module.encoder.load_state_dict(encoder.state_dict())
-        return module
-    texts = sorted({normalize(u.text) for u in datamodule_utts})
+def module_from_model(path: str | Path, optim: OptimConfig) -> CTCModule:
+    """A module holding an exported model's weights, tokenizer and CMVN (fine-tuning or a resumed run)."""
+    encoder, tokenizer, _ = load_model(path)
+    module = CTCModule(encoder.cfg, optim, tokenizer)
+    module.encoder.load_state_dict(encoder.state_dict())
+    return module
+
+
+def new_module(cfg: TrainConfig, train_utts: list) -> CTCModule:
+    """A fresh module: tokenizer trained on the training text, CMVN estimated from the training audio."""
+    texts = sorted({normalize(u.text) for u in train_utts})
     tokenizer = Tokenizer.train(texts, cfg.tokenizer.kind, cfg.tokenizer.vocab_size)
     model_cfg = EncoderConfig(**{**OmegaConf.to_container(OmegaConf.structured(cfg.model)),
                                  "vocab_size": tokenizer.vocab_size})
     module = CTCModule(model_cfg, cfg.optim, tokenizer)
-    mean, std = estimate_cmvn(SpeechDataset(datamodule_utts, tokenizer, None), cfg.cmvn_utterances, cfg.seed)
+    mean, std = estimate_cmvn(SpeechDataset(train_utts, tokenizer, None), cfg.cmvn_utterances, cfg.seed)
     module.encoder.cmvn.set_stats(mean, std)
     return module
 
@@ -60,11 +63,12 @@ def train(cfg: TrainConfig) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
     last = ckpt_dir / "last.ckpt"
     initial = run_dir / "initial.safetensors"  # tokenizer + CMVN fixed at the first start
-    if initial.exists():
-        module_cfg = OmegaConf.merge(cfg, {"init_from": str(initial)})
-        module = build_module(module_cfg, run_dir, [])
+    source = initial if initial.exists() else cfg.init_from
+    if source:
+        module = module_from_model(source, cfg.optim)
     else:
-        module = build_module(cfg, run_dir, load_sources(cfg.data.train, cfg.data.max_duration))
+        module = new_module(cfg, load_sources(cfg.data.train, cfg.data.max_duration))
+    if not initial.exists():
         save_model(initial, module.encoder, module.tokenizer)
     OmegaConf.save(cfg, run_dir / "config.yaml")
     data = SpeechDataModule(cfg.data, module.tokenizer)
