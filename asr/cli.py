@@ -1,10 +1,11 @@
-"""What the command-line tools share: loading the model, and the --chunk-ms option."""
+"""What the command-line tools share: loading the model, the --chunk-ms option and the LM options."""
 from __future__ import annotations
 
 import argparse
 import sys
 
 from asr.audio import SAMPLE_RATE
+from asr.beam import BeamConfig, BeamSearch
 from asr.model_io import default_model_path
 from asr.recognizer import Recognizer
 
@@ -32,3 +33,19 @@ def load_recognizer(tool: str, model: str | None) -> Recognizer:
         print(f"asr.{tool}: no bundled model yet; using a randomly initialised model from the default config",
               file=sys.stderr)
     return Recognizer.load(model, allow_random=True)
+
+
+def add_lm_args(parser: argparse.ArgumentParser) -> None:
+    """Add --lm (an ARPA word LM: beam search instead of greedy decoding) and its weights."""
+    defaults = BeamConfig()
+    parser.add_argument("--lm", help="ARPA word LM (python -m asr.lm): decode with a lexicon beam search")
+    parser.add_argument("--beam-size", type=int, default=defaults.beam_size, help="beam width (with --lm)")
+    parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with --lm)")
+    parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with --lm)")
+
+
+def load_beam(args: argparse.Namespace, recognizer: Recognizer) -> BeamSearch | None:
+    """The beam search the --lm options ask for (None: greedy decoding)."""
+    if not args.lm:
+        return None
+    return BeamSearch(recognizer.tokenizer, args.lm, BeamConfig(args.beam_size, args.lm_weight, args.word_score))

@@ -1,13 +1,14 @@
 """Word and character error rates of a model on a manifest.
 
     python -m asr.evaluate --manifest M.jsonl [--model PATH] [--streaming --chunk-ms 500]
-                           [--report PATH] [--limit N]
+                           [--report PATH] [--limit N] [--lm LM.arpa]
 
 References and hypotheses both go through asr.text.normalize before jiwer scores them.
 Offline mode runs the recognizer's whole-utterance forward; --streaming feeds it in chunks
 and also reports the per-chunk compute latency. Both give the same transcripts (the streaming
 path equals the offline forward). The last line is exactly
 `WER=<pct> CER=<pct> RTF=<float> utts=<n>`.
+Decoding is greedy CTC unless --lm gives a word LM (python -m asr.lm): then a lexicon beam search.
 """
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from pathlib import Path
 
 import jiwer
 import numpy as np
+import torch
 
 from asr import cli
 from asr.audio import SAMPLE_RATE, AudioError, load_audio
+from asr.beam import BeamSearch
 from asr.ctc import greedy_decode
 from asr.manifest import ManifestError, Utterance, read_manifest
 from asr.model_io import ModelError
@@ -78,21 +81,24 @@ def score(ref: str, hyp: str) -> tuple[Score, Score, list[dict]]:
             Score(len(ref), c.substitutions, c.deletions, c.insertions), alignment)
 
 
-def recognize(recognizer: Recognizer, wave, chunk_samples: int | None) -> tuple[str, list[float]]:
-    """Text of one waveform: whole-utterance forward (chunk_samples None) or streamed in chunks.
-    Also returns the compute time of each chunk in ms (streaming only)."""
+def recognize(recognizer: Recognizer, wave, chunk_samples: int | None,
+              beam: BeamSearch | None = None) -> tuple[str, list[float]]:
+    """Text of one waveform: whole-utterance forward (chunk_samples None) or streamed in chunks,
+    decoded greedily or with `beam`. Also returns the compute time of each chunk in ms (streaming only)."""
     if chunk_samples is None:
-        return recognizer.tokenizer.decode(greedy_decode(recognizer.offline_logprobs(wave))), []
-    state, latencies = recognizer.initial_state(), []
+        logprobs = recognizer.offline_logprobs(wave)
+        return (beam(logprobs) if beam else recognizer.tokenizer.decode(greedy_decode(logprobs))), []
+    state, latencies, outputs = recognizer.initial_state(), [], []
     for start in range(0, wave.numel(), chunk_samples):
         began = time.perf_counter()
-        _, state = recognizer.step(wave[start:start + chunk_samples], state)
+        logprobs, state = recognizer.step(wave[start:start + chunk_samples], state)
         latencies.append((time.perf_counter() - began) * 1000)
-    return recognizer.text(state), latencies
+        outputs.append(logprobs)
+    return (beam(torch.cat(outputs)) if beam else recognizer.text(state)), latencies
 
 
-def evaluate(recognizer: Recognizer, utterances: list[Utterance], chunk_samples: int | None
-             ) -> tuple[list[UttResult], list[float], list[str]]:
+def evaluate(recognizer: Recognizer, utterances: list[Utterance], chunk_samples: int | None,
+             beam: BeamSearch | None = None) -> tuple[list[UttResult], list[float], list[str]]:
     """Recognise and score each utterance: (results, chunk latencies in ms, error lines)."""
     results, latencies, errors = [], [], []
     for utt in utterances:
@@ -102,7 +108,7 @@ def evaluate(recognizer: Recognizer, utterances: list[Utterance], chunk_samples:
             errors.append(str(err))
             continue
         began = time.perf_counter()
-        hyp, chunk_ms = recognize(recognizer, wave, chunk_samples)
+        hyp, chunk_ms = recognize(recognizer, wave, chunk_samples, beam)
         compute = time.perf_counter() - began
         latencies.extend(chunk_ms)
         ref, hyp = normalize(utt.text), normalize(hyp)
@@ -137,17 +143,19 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_chunk_ms(parser, 500.0, "streaming chunk in ms (default 500)")
     parser.add_argument("--report", type=Path, help="write a per-utterance JSON report with alignments here")
     parser.add_argument("--limit", type=int, help="evaluate only the first N utterances")
+    cli.add_lm_args(parser)
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be >= 1 (got {args.limit})")
     try:
         utterances = read_manifest(args.manifest)[: args.limit]
         recognizer = cli.load_recognizer("evaluate", args.model)
-    except (ManifestError, ModelError) as err:
+        beam = cli.load_beam(args, recognizer)
+    except (ManifestError, ModelError, FileNotFoundError) as err:
         print(f"asr.evaluate: error: {err}", file=sys.stderr)
         return 1
     chunk_samples = cli.chunk_samples(args.chunk_ms) if args.streaming else None
-    results, latencies, errors = evaluate(recognizer, utterances, chunk_samples)
+    results, latencies, errors = evaluate(recognizer, utterances, chunk_samples, beam)
     for error in errors:
         print(f"asr.evaluate: error: {error}", file=sys.stderr)
     if not results:
@@ -156,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(results, latencies)
     if args.report:
         report = {"manifest": str(args.manifest), "mode": "streaming" if args.streaming else "offline",
+                  "decoder": f"beam lm={args.lm}" if beam else "greedy",
                   "chunk_ms": args.chunk_ms if args.streaming else None, "summary": summary,
                   "failed": errors, "utterances": [asdict(r) for r in results]}
         args.report.write_text(json.dumps(report, indent=1) + "\n")

@@ -54,6 +54,22 @@ class Tokenizer:
             return self.sp.decode(ids)
         return "".join(_CHAR_UNITS[i] for i in ids if i > 1).replace("|", " ").strip()
 
+    def units(self) -> list[str]:
+        """The name of every output unit, by id (id 0 is the blank)."""
+        if self.sp:
+            return [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
+        return list(_CHAR_UNITS)
+
+    def word_separator(self) -> str | None:
+        """The unit between words (characters), or None when units mark word starts themselves (BPE)."""
+        return None if self.sp else "|"
+
+    def spell(self, word: str) -> list[str]:
+        """A normalised word as unit names, as CTC should emit it (letters end with the separator)."""
+        if self.sp:
+            return self.sp.encode(word, out_type=str)
+        return [ch if ch in _CHAR_UNITS else "<unk>" for ch in word] + ["|"]
+
     def starts_word(self, token: int) -> bool:
         """True when `token` begins a new word (used for word timestamps)."""
         if self.sp:

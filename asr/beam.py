@@ -1,0 +1,87 @@
+"""CTC beam search with a lexicon and a word n-gram LM (torchaudio's flashlight decoder).
+
+The lexicon is every word of the ARPA model spelled in the model's own units (BPE pieces, or
+letters followed by the word separator), so the search only ever outputs words the LM knows.
+
+    search = BeamSearch(tokenizer, "lm.arpa")
+    text = search(logprobs)            # (T, V) log-probs of one utterance -> text
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from torch import Tensor
+
+from asr.lm import BOS, EOS, UNK
+from asr.tokenizer import Tokenizer
+
+
+@dataclass
+class BeamConfig:
+    beam_size: int = 32
+    lm_weight: float = 1.0
+    word_score: float = 0.0
+
+
+def arpa_words(arpa: Path) -> list[str]:
+    """The unigram words of an ARPA file, without <s>, </s> and <unk>."""
+    words, in_unigrams = [], False
+    with open(arpa, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("\\"):
+                if in_unigrams:
+                    break
+                in_unigrams = line == "\\1-grams:"
+            elif in_unigrams and line:
+                word = line.split("\t")[1] if "\t" in line else line.split()[1]
+                if word not in (BOS, EOS, UNK):
+                    words.append(word)
+    return words
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2 (C++ libraries write to it directly)."""
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+class BeamSearch:
+    def __init__(self, tokenizer: Tokenizer, arpa: str | Path, cfg: BeamConfig = BeamConfig()):
+        from torchaudio.models.decoder import ctc_decoder  # needs flashlight-text
+
+        arpa = Path(arpa)
+        if not arpa.is_file():
+            raise FileNotFoundError(f"{arpa}: no such language model file")
+        tokens = tokenizer.units()
+        separator = tokenizer.word_separator()
+        # BPE marks word starts inside its pieces and has no separator unit: <unk> (never emitted) stands in.
+        silence = separator or tokens[1]
+        with tempfile.NamedTemporaryFile("w", suffix=".lexicon", encoding="utf-8", delete=False) as lexicon:
+            for word in arpa_words(arpa):
+                spelling = tokenizer.spell(word)
+                if spelling:
+                    lexicon.write(f"{word} {' '.join(spelling)}\n")
+        with _quiet_stderr():  # KenLM draws a progress bar while it reads the ARPA file
+            self.decoder = ctc_decoder(lexicon=lexicon.name, tokens=tokens, lm=str(arpa), nbest=1,
+                                       beam_size=cfg.beam_size, lm_weight=cfg.lm_weight, word_score=cfg.word_score,
+                                       blank_token=tokens[0], sil_token=silence, unk_word=UNK)
+        Path(lexicon.name).unlink()
+
+    def __call__(self, logprobs: Tensor) -> str:
+        """(T, V) log-probs of one utterance -> the best word sequence."""
+        if logprobs.shape[0] == 0:
+            return ""
+        hypotheses = self.decoder(logprobs[None].float().contiguous().cpu())[0]
+        return " ".join(hypotheses[0].words) if hypotheses else ""

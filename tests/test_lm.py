@@ -1,0 +1,91 @@
+"""The word LM (ARPA writer) and the lexicon beam search."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from asr import evaluate
+from asr.beam import BeamConfig, BeamSearch, arpa_words
+from asr.ctc import greedy_decode
+from asr.lm import build_arpa
+from asr.tokenizer import Tokenizer
+
+CORPUS = ["THE CAT SAT", "THE CAT RAN", "THE DOG SAT", "A DOG RAN HOME", "THE CAT SAT HOME", "A CAT"]
+
+
+def read_arpa(text: str) -> tuple[dict[tuple, float], dict[tuple, float]]:
+    """log10 probabilities and back-off weights of every listed n-gram."""
+    probs, backoffs = {}, {}
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 2 and not line.startswith("ngram"):
+            gram = tuple(fields[1].split())
+            probs[gram] = float(fields[0])
+            if len(fields) == 3:
+                backoffs[gram] = float(fields[2])
+    return probs, backoffs
+
+
+def backoff_prob(word: str, history: tuple, probs: dict, backoffs: dict) -> float:
+    """p(word | history) as a back-off reader (KenLM) computes it from the ARPA entries."""
+    gram = (*history, word)
+    if gram in probs:
+        return 10 ** probs[gram]
+    if not history:
+        return 10 ** probs[("<unk>",)]
+    return 10 ** backoffs.get(history, 0.0) * backoff_prob(word, history[1:], probs, backoffs)
+
+
+@pytest.mark.parametrize("history", [(), ("<s>",), ("THE",), ("<s>", "THE"), ("THE", "CAT"), ("DOG", "RAN"),
+                                     ("SAT", "THE"), ("HOME",)])
+def test_arpa_is_a_distribution_for_every_history(history: tuple) -> None:
+    probs, backoffs = read_arpa(build_arpa(CORPUS, order=3))
+    words = [g[0] for g in probs if len(g) == 1 and g[0] != "<s>"]  # vocabulary, </s> and <unk>
+    total = sum(backoff_prob(w, history, probs, backoffs) for w in words)
+    assert math.isclose(total, 1.0, rel_tol=1e-4), (history, total)
+
+
+def test_seen_continuations_beat_unseen_ones() -> None:
+    probs, backoffs = read_arpa(build_arpa(CORPUS, order=3))
+    assert backoff_prob("CAT", ("<s>", "THE"), probs, backoffs) > backoff_prob("HOME", ("<s>", "THE"), probs, backoffs)
+    unigram = backoff_prob("ZEBRA", (), probs, backoffs)
+    assert 0 < backoff_prob("ZEBRA", ("THE",), probs, backoffs) < unigram  # a seen history keeps mass for its words
+    assert backoff_prob("ZEBRA", ("YAK",), probs, backoffs) == unigram  # an unseen history adds nothing
+
+
+def emissions(tokenizer: Tokenizer, frames: list[dict[str, float]]) -> torch.Tensor:
+    """(T, V) log-probs: each frame gives its listed units these probabilities, the rest share what is left."""
+    units = tokenizer.units()
+    rows = []
+    for frame in frames:
+        row = torch.full((len(units),), (1 - sum(frame.values())) / (len(units) - len(frame)))
+        for unit, p in frame.items():
+            row[units.index(unit)] = p
+        rows.append(row.log())
+    return torch.stack(rows)
+
+
+def test_beam_search_with_lexicon_corrects_an_acoustic_confusion(tmp_path: Path) -> None:
+    tokenizer = Tokenizer("char")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    assert sorted(arpa_words(arpa)) == ["A", "CAT", "DOG", "HOME", "RAN", "SAT", "THE"]
+    spoken = [{"T": 0.9}, {"H": 0.9}, {"E": 0.9}, {"|": 0.9}, {"K": 0.5, "C": 0.4}, {"A": 0.9}, {"T": 0.9},
+              {"|": 0.9}, {"<blank>": 0.9}]
+    logprobs = emissions(tokenizer, spoken)
+    assert tokenizer.decode(greedy_decode(logprobs)) == "THE KAT"
+    assert BeamSearch(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0))(logprobs) == "THE CAT"
+    assert BeamSearch(tokenizer, arpa)(logprobs[:0]) == ""
+
+
+def test_evaluate_with_a_missing_lm_fails_in_one_line(tmp_path: Path, capsys, speech_wav: Path, model_path: Path) -> None:
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"audio": str(speech_wav), "duration": 2.0, "text": "THE QUICK BROWN FOX"}) + "\n")
+    args = ["--manifest", str(manifest), "--model", str(model_path), "--lm", str(tmp_path / "missing.arpa")]
+    assert evaluate.main(args) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) >= 1 and err[-1].startswith("asr.evaluate: error:") and "missing.arpa" in err[-1]
