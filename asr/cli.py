@@ -6,7 +6,7 @@ import sys
 
 from asr.audio import SAMPLE_RATE
 from asr.beam import BeamConfig, BeamSearch
-from asr.model_io import default_model_path
+from asr.model_io import default_lm_path, default_model_path
 from asr.recognizer import Recognizer
 
 
@@ -36,9 +36,10 @@ def load_recognizer(tool: str, model: str | None) -> Recognizer:
 
 
 def add_lm_args(parser: argparse.ArgumentParser) -> None:
-    """Add --lm (an ARPA word LM: beam search instead of greedy decoding) and its weights."""
+    """Add --beam / --lm (lexicon beam search with a word LM instead of greedy decoding) and its weights."""
     defaults = BeamConfig()
-    parser.add_argument("--lm", help="ARPA word LM (python -m asr.lm): decode with a lexicon beam search")
+    parser.add_argument("--beam", action="store_true", help="beam search with the bundled word LM")
+    parser.add_argument("--lm", help="beam search with this ARPA word LM (python -m asr.lm) instead")
     parser.add_argument("--beam-size", type=int, default=defaults.beam_size, help="beam width (with --lm)")
     parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with --lm)")
     parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with --lm)")
@@ -46,6 +47,9 @@ def add_lm_args(parser: argparse.ArgumentParser) -> None:
 
 def load_beam(args: argparse.Namespace, recognizer: Recognizer) -> BeamSearch | None:
     """The beam search the --lm options ask for (None: greedy decoding)."""
-    if not args.lm:
+    if not (args.beam or args.lm):
         return None
-    return BeamSearch(recognizer.tokenizer, args.lm, BeamConfig(args.beam_size, args.lm_weight, args.word_score))
+    lm = args.lm or default_lm_path()
+    if lm is None:
+        raise FileNotFoundError("--beam: no word LM is bundled; give one with --lm PATH")
+    return BeamSearch(recognizer.tokenizer, lm, BeamConfig(args.beam_size, args.lm_weight, args.word_score))

@@ -1,14 +1,15 @@
 """Word and character error rates of a model on a manifest.
 
     python -m asr.evaluate --manifest M.jsonl [--model PATH] [--streaming --chunk-ms 500]
-                           [--report PATH] [--limit N] [--lm LM.arpa]
+                           [--report PATH] [--limit N] [--beam | --lm LM.arpa]
 
 References and hypotheses both go through asr.text.normalize before jiwer scores them.
 Offline mode runs the recognizer's whole-utterance forward; --streaming feeds it in chunks
 and also reports the per-chunk compute latency. Both give the same transcripts (the streaming
 path equals the offline forward). The last line is exactly
 `WER=<pct> CER=<pct> RTF=<float> utts=<n>`.
-Decoding is greedy CTC unless --lm gives a word LM (python -m asr.lm): then a lexicon beam search.
+Decoding is greedy CTC; --beam uses a lexicon beam search with the bundled word LM, --lm with another
+one (python -m asr.lm).
 """
 from __future__ import annotations
 
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(results, latencies)
     if args.report:
         report = {"manifest": str(args.manifest), "mode": "streaming" if args.streaming else "offline",
-                  "decoder": f"beam lm={args.lm}" if beam else "greedy",
+                  "decoder": "beam" if beam else "greedy", "lm": args.lm,
                   "chunk_ms": args.chunk_ms if args.streaming else None, "summary": summary,
                   "failed": errors, "utterances": [asdict(r) for r in results]}
         args.report.write_text(json.dumps(report, indent=1) + "\n")

@@ -24,10 +24,19 @@ class ModelError(Exception):
     """A model file that cannot be used; the message names the file and the reason."""
 
 
+def _bundled(name: str) -> Path | None:
+    path = Path(str(resources.files("asr") / "pretrained" / name))
+    return path if path.is_file() else None
+
+
 def default_model_path() -> Path | None:
     """The model bundled in the package, or None in a checkout that has not shipped one yet."""
-    path = Path(str(resources.files("asr") / "pretrained" / "default.safetensors"))
-    return path if path.is_file() else None
+    return _bundled("default.safetensors")
+
+
+def default_lm_path() -> Path | None:
+    """The word LM bundled with the default model (ARPA, built from its training text), if any."""
+    return _bundled("default.arpa")
 
 
 def save_model(path: str | Path, encoder: Encoder, tokenizer: Tokenizer, info: dict | None = None) -> None:

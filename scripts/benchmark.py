@@ -28,9 +28,11 @@ import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from asr.audio import SAMPLE_RATE  # noqa: E402
+from asr.beam import BeamSearch  # noqa: E402
 from asr.bench_attention import chunk_speed, scaling  # noqa: E402
 from asr.recognizer import Recognizer  # noqa: E402
 from asr.cli import load_recognizer  # noqa: E402
+from asr.model_io import default_lm_path  # noqa: E402
 from bench import ours, peers  # noqa: E402
 from bench.data import ROOT, SETS, Clip, EvalSet, load_set, write_wavs  # noqa: E402
 from bench.plots import make_plots  # noqa: E402
@@ -50,6 +52,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--model", help="model file (.safetensors); default: the bundled model")
     p.add_argument("--manifest", type=Path, action="append",
                    help="evaluate this manifest instead of the default sets (repeatable)")
+    p.add_argument("--lm", help="word LM for the beam-search rows (default: the bundled one, with the bundled model)")
     p.add_argument("--limit", type=int, help="utterances per set for our model (default: all)")
     p.add_argument("--peers", default=",".join(peers.PEERS), help="comma-separated peers, or 'none'")
     p.add_argument("--peer-limit", type=int, default=5, help="utterances per set each peer decodes in this run")
@@ -77,15 +80,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def measure_set(recognizer: Recognizer, clips: list[Clip], chunk: int, endpoint_limit: int
-                ) -> tuple[dict, ours.StreamResult, list[float], int]:
-    """Our model on one set: offline and streaming accuracy, chunk compute, word and endpoint delays."""
+def measure_set(recognizer: Recognizer, clips: list[Clip], chunk: int, endpoint_limit: int,
+                beam: BeamSearch | None) -> tuple[dict, ours.StreamResult, list[float], int]:
+    """Our model on one set: offline (greedy, and beam with the word LM) and streaming accuracy,
+    chunk compute, word and endpoint delays."""
     offline = ours.run_offline(recognizer, clips)
     stream = ours.run_streaming(recognizer, clips, chunk)
     delays, not_fired = ours.endpoint_delays(recognizer, clips[:endpoint_limit], chunk)
     row = {"utts": len(clips), "offline": ours.summary(offline), "streaming": ours.summary(stream.results, stream.chunk_ms),
            "chunk_ms": ours.percentiles(stream.chunk_ms), "word_delay_s": ours.percentiles(stream.word_delay_s),
            "endpoint_s": ours.endpoint_stats(delays, not_fired)}
+    if beam:
+        row["beam"] = ours.summary(ours.run_offline(recognizer, clips, beam))
     return row, stream, delays, not_fired
 
 
@@ -209,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     torch.set_num_threads(1)
     recognizer = load_recognizer("benchmark", args.model)
+    lm = args.lm or (default_lm_path() if not args.model else None)
+    beam = BeamSearch(recognizer.tokenizer, lm) if lm and (args.lm or not args.smoke) else None
     chunk = round(args.chunk_ms * SAMPLE_RATE / 1000)
     args.out.mkdir(parents=True, exist_ok=True)
     if str(args.peer_cache) == "none":
@@ -226,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["skipped_sets"].append({"name": eval_set.name, "reason": reason or "no utterances"})
                 continue
             log(f"{eval_set.name}: {len(clips)} utterances")
-            row, stream, delays, not_fired = measure_set(recognizer, clips, chunk, args.endpoint_limit)
+            row, stream, delays, not_fired = measure_set(recognizer, clips, chunk, args.endpoint_limit, beam)
             results["sets"].append({"name": eval_set.name, "note": eval_set.note, **row})
             chunk_all += stream.chunk_ms
             words_all += stream.word_delay_s
@@ -262,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     results["targets"] = targets(results)
     results["meta"] = {"command": "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
                        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
-                       "torch": torch.__version__, "model": args.model or "bundled default",
+                       "torch": torch.__version__, "model": args.model or "bundled default", "lm": str(lm) if beam else None,
                        "untrained": bool(recognizer.info.get("untrained")), "limit": args.limit, "smoke": args.smoke,
                        "chunk_ms": args.chunk_ms, "peer_limit": args.peer_limit, "rerun_limit": args.rerun_limit,
                        "endpoint_limit": args.endpoint_limit, "preset_seconds": args.preset_seconds,

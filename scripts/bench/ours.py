@@ -14,6 +14,7 @@ import torch
 from asr.audio import SAMPLE_RATE
 from asr.endpoint import emissions
 from asr.evaluate import UttResult, recognize, score, summarize
+from asr.beam import BeamSearch
 from asr.recognizer import Recognizer
 from asr.text import normalize
 
@@ -75,11 +76,11 @@ def run_streaming(recognizer: Recognizer, clips: list[Clip], chunk: int) -> Stre
     return out
 
 
-def run_offline(recognizer: Recognizer, clips: list[Clip]) -> list[UttResult]:
+def run_offline(recognizer: Recognizer, clips: list[Clip], beam: BeamSearch | None = None) -> list[UttResult]:
     results = []
     for clip in clips:
         began = time.perf_counter()
-        text, _ = recognize(recognizer, clip.wave, None)
+        text, _ = recognize(recognizer, clip.wave, None, beam)
         results.append(scored(clip, text, time.perf_counter() - began))
     return results
 

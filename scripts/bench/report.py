@@ -23,9 +23,12 @@ def accuracy_table(results: dict) -> str:
     lines = ["| set | utts | audio (min) | system | mode | WER % | CER % | RTF (1 thread) |",
              "|---|---:|---:|---|---|---:|---:|---:|"]
     for s in results["sets"]:
-        for mode in ("offline", "streaming"):
+        labels = {"offline": "greedy, whole utterance", "streaming": f"greedy, {results['meta']['chunk_ms']:g} ms chunks",
+                  "beam": "beam + word LM, whole utterance"}
+        for mode, label in labels.items():
+            if mode not in s:
+                continue
             m = s[mode]
-            label = "greedy, whole utterance" if mode == "offline" else f"greedy, {results['meta']['chunk_ms']:g} ms chunks"
             lines.append(f"| {s['name']} | {m['utts']} | {m['audio_seconds'] / 60:.1f} | ours | {label} | "
                          f"{_pct(m['wer'])} | {_pct(m['cer'])} | {m['rtf']:.4f} |")
     for c in results["comparisons"]:
@@ -113,7 +116,8 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
            f"{meta['elapsed_min']:.1f} min). Model: `{meta['model']}`" + (" — **untrained (random weights): "
            "accuracy numbers are meaningless**" if meta["untrained"] else "") + ".",
            f"Sets: {', '.join(meta['set_notes'])}. Limit: {meta['limit'] or 'all'} utterances per set. "
-           f"Streaming uses {meta['chunk_ms']:g} ms chunks; our model runs on 1 torch thread unless stated.\n"]
+           f"Streaming uses {meta['chunk_ms']:g} ms chunks; our model runs on 1 torch thread unless stated."
+           + (f" Beam rows: lexicon beam search with the word LM `{meta['lm']}`." if meta.get("lm") else "") + "\n"]
     if meta["smoke"]:
         out.append("**Smoke run** (tiny sizes for the test suite): the numbers only show that every part runs.\n")
     for s in results["skipped_sets"]:
