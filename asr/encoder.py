@@ -32,6 +32,7 @@ class EncoderConfig:
     dropout: float = 0.1
     subsampling: int = 4  # S: encoder frame = S x 10 ms (1, 2 or 4)
     subsampling_kernel: int = 8  # feature frames each encoder frame looks at (>= S)
+    conv_kernel: int = 0  # causal depthwise conv module in each block over this many frames (0: none)
 
     def validate(self) -> "EncoderConfig":
         """Raise ValueError naming the first bad value."""
@@ -43,6 +44,8 @@ class EncoderConfig:
             raise ValueError(f"subsampling={self.subsampling} must be 1, 2 or 4")
         if self.subsampling_kernel < self.subsampling:
             raise ValueError(f"subsampling_kernel={self.subsampling_kernel} must be >= subsampling={self.subsampling}")
+        if self.conv_kernel < 0:
+            raise ValueError(f"conv_kernel={self.conv_kernel} must be >= 0 (0: no conv module)")
         if self.n_layers < 1 or self.vocab_size < 2:
             raise ValueError(f"n_layers={self.n_layers} and vocab_size={self.vocab_size} must be >= 1 and >= 2")
         return self
@@ -56,9 +59,10 @@ class EncoderState:
     keys: list[Tensor] = field(default_factory=list)  # per layer (B, H, W-1, D/H)
     values: list[Tensor] = field(default_factory=list)
     invalid: int = 0  # leading cache slots that hold no frame yet (start of stream)
+    convs: list[Tensor] = field(default_factory=list)  # per layer (B, D, conv_kernel-1) conv inputs (if any)
 
     def numel(self) -> int:
-        return self.frames.numel() + sum(t.numel() for t in self.keys + self.values)
+        return self.frames.numel() + sum(t.numel() for t in self.keys + self.values + self.convs)
 
 
 class CausalSubsampling(nn.Module):
@@ -82,23 +86,49 @@ class CausalSubsampling(nn.Module):
         return self.proj(F.gelu(x))
 
 
+class CausalConv(nn.Module):
+    """Conformer-style convolution module without look-ahead: LayerNorm -> GLU -> causal depthwise
+    conv over `kernel` frames -> SiLU -> Linear. It carries its last kernel-1 inputs between chunks;
+    a new stream starts from zeros, exactly like the zero padding of a whole-utterance forward."""
+
+    def __init__(self, d_model: int, kernel: int):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.gate = nn.Linear(d_model, 2 * d_model)
+        self.depthwise = nn.Conv1d(d_model, d_model, kernel, groups=d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(self, x: Tensor, cache: Tensor) -> tuple[Tensor, Tensor]:
+        """x (B, T, D), cache (B, D, kernel-1) -> (B, T, D) and the next cache."""
+        if x.shape[1] == 0:
+            return x, cache
+        y = torch.cat([cache, F.glu(self.gate(self.norm(x)), dim=-1).transpose(1, 2)], dim=2)  # (B, D, K-1+T)
+        out = self.depthwise(y).transpose(1, 2)  # (B, T, D)
+        return self.out(F.silu(out)), y[:, :, y.shape[2] - cache.shape[2]:]
+
+
 class Block(nn.Module):
-    """Pre-norm Transformer block: x + attn(norm(x)), then x + ffn(norm(x))."""
+    """Pre-norm Transformer block: x + attn(norm(x)), [x + conv(x)], then x + ffn(norm(x))."""
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.attn_norm = nn.LayerNorm(cfg.d_model)
         self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.window, cfg.max_distance)
+        self.conv = CausalConv(cfg.d_model, cfg.conv_kernel) if cfg.conv_kernel else None
         self.ff_norm = nn.LayerNorm(cfg.d_model)
         self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.ff_mult * cfg.d_model), nn.GELU(),
                                 nn.Dropout(cfg.dropout), nn.Linear(cfg.ff_mult * cfg.d_model, cfg.d_model))
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: int) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: int,
+                conv_cache: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         y, k_cache, v_cache = self.attn(self.attn_norm(x), k_cache, v_cache, invalid)
         x = x + self.drop(y)
+        if self.conv is not None:
+            y, conv_cache = self.conv(x, conv_cache)
+            x = x + self.drop(y)
         x = x + self.drop(self.ff(self.ff_norm(x)))
-        return x, k_cache, v_cache
+        return x, k_cache, v_cache, conv_cache
 
 
 class Encoder(nn.Module):
@@ -134,21 +164,25 @@ class Encoder(nn.Module):
         slots = 0 if cfg.window is None else cfg.window - 1
         slots = slots if cache_slots is None else cache_slots
         empty = torch.zeros(batch, heads, slots, head_dim, device=device)
+        convs = [torch.zeros(batch, cfg.d_model, cfg.conv_kernel - 1, device=device)] * cfg.n_layers if cfg.conv_kernel else []
         return EncoderState(frames=torch.zeros(batch, pad, cfg.n_mels, device=device),
-                            keys=[empty] * cfg.n_layers, values=[empty] * cfg.n_layers, invalid=slots)
+                            keys=[empty] * cfg.n_layers, values=[empty] * cfg.n_layers, invalid=slots, convs=convs)
 
     def step(self, feats: Tensor, state: EncoderState) -> tuple[Tensor, EncoderState]:
         """One chunk of any length: log-mel (B, C, F) -> new CTC log-probs (B, C', V) and the next state."""
         frames = torch.cat([state.frames, self.cmvn(feats)], dim=1)
         x = self.subsampling(frames)  # (B, C', D)
         consumed = x.shape[1] * self.subsampling.stride
-        keys, values = [], []
-        for block, k_cache, v_cache in zip(self.blocks, state.keys, state.values):
-            x, k_cache, v_cache = block(x, k_cache, v_cache, state.invalid)
+        keys, values, convs = [], [], []
+        conv_caches = state.convs or [None] * len(self.blocks)
+        for block, k_cache, v_cache, conv_cache in zip(self.blocks, state.keys, state.values, conv_caches):
+            x, k_cache, v_cache, conv_cache = block(x, k_cache, v_cache, state.invalid, conv_cache)
             keys.append(k_cache)
             values.append(v_cache)
+            if conv_cache is not None:
+                convs.append(conv_cache)
         logprobs = self.ctc(self.norm(x)).log_softmax(dim=-1)
-        new_state = replace(state, frames=frames[:, consumed:], keys=keys, values=values,
+        new_state = replace(state, frames=frames[:, consumed:], keys=keys, values=values, convs=convs,
                             invalid=max(state.invalid - x.shape[1], 0))
         return logprobs, new_state
 

@@ -33,7 +33,7 @@ def test_default_is_w50_h4_with_experiments():
 
 @pytest.mark.parametrize("bad, named", [
     (dict(n_heads=5), "n_heads=5"), (dict(window=0), "window=0"), (dict(subsampling=3), "subsampling=3"),
-    (dict(subsampling=4, subsampling_kernel=2), "subsampling_kernel=2")])
+    (dict(subsampling=4, subsampling_kernel=2), "subsampling_kernel=2"), (dict(conv_kernel=-1), "conv_kernel=-1")])
 def test_invalid_model_values_are_named(bad, named):
     with pytest.raises(ValueError, match=named):
         Encoder(EncoderConfig(**bad))

@@ -22,9 +22,11 @@ def stream_in_chunks(model, feats, sizes):
 
 @settings(max_examples=12, deadline=None)
 @given(preset_name=st.sampled_from(PRESETS), sub=st.sampled_from(SUBSAMPLING),
-       sizes=st.lists(st.integers(1, 40), min_size=1, max_size=12), seed=st.integers(0, 3))
-def test_chunked_equals_full(preset_name, sub, sizes, seed):
-    model = tiny_encoder(seed, subsampling=sub[0], subsampling_kernel=sub[1], **preset(preset_name))
+       sizes=st.lists(st.integers(1, 40), min_size=1, max_size=12), seed=st.integers(0, 3),
+       conv_kernel=st.sampled_from([0, 1, 5]))
+def test_chunked_equals_full(preset_name, sub, sizes, seed, conv_kernel):
+    model = tiny_encoder(seed, subsampling=sub[0], subsampling_kernel=sub[1], conv_kernel=conv_kernel,
+                         **preset(preset_name))
     feats = torch.randn(1, 150, 80) * 3
     with torch.no_grad():
         full, _ = model(feats)
@@ -37,7 +39,7 @@ def test_chunked_equals_full(preset_name, sub, sizes, seed):
 def test_every_preset_and_factor_streams_exactly_frame_by_frame():
     for name in PRESETS:
         for factor, kernel in SUBSAMPLING:
-            model = tiny_encoder(1, subsampling=factor, subsampling_kernel=kernel, **preset(name))
+            model = tiny_encoder(1, subsampling=factor, subsampling_kernel=kernel, conv_kernel=3, **preset(name))
             feats = torch.randn(1, 50, 80)
             with torch.no_grad():
                 full, _ = model(feats)
@@ -46,9 +48,10 @@ def test_every_preset_and_factor_streams_exactly_frame_by_frame():
 
 
 @settings(max_examples=10, deadline=None)
-@given(sub=st.sampled_from(SUBSAMPLING), cut=st.integers(0, 99), window=st.sampled_from([1, 4, 16, None]))
-def test_causality_future_input_never_changes_past_output(sub, cut, window):
-    model = tiny_encoder(0, subsampling=sub[0], subsampling_kernel=sub[1], window=window)
+@given(sub=st.sampled_from(SUBSAMPLING), cut=st.integers(0, 99), window=st.sampled_from([1, 4, 16, None]),
+       conv_kernel=st.sampled_from([0, 7]))
+def test_causality_future_input_never_changes_past_output(sub, cut, window, conv_kernel):
+    model = tiny_encoder(0, subsampling=sub[0], subsampling_kernel=sub[1], window=window, conv_kernel=conv_kernel)
     feats = torch.randn(1, 100, 80)
     changed = feats.clone()
     changed[:, cut:] = torch.randn(1, 100 - cut, 80) * 5
@@ -62,7 +65,7 @@ def test_causality_future_input_never_changes_past_output(sub, cut, window):
 
 
 def test_padded_batch_equals_each_utterance_alone():
-    model = tiny_encoder(2, subsampling=4, subsampling_kernel=8, window=6)
+    model = tiny_encoder(2, subsampling=4, subsampling_kernel=8, window=6, conv_kernel=5)
     lengths = [100, 37, 64]
     utts = [torch.randn(n, 80) for n in lengths]
     batch = torch.nn.utils.rnn.pad_sequence(utts, batch_first=True, padding_value=9.0)
@@ -81,7 +84,7 @@ def test_padded_batch_equals_each_utterance_alone():
 
 
 def test_state_after_an_hour_is_the_size_of_a_minute():
-    model = tiny_encoder(0, subsampling=4, subsampling_kernel=8, window=16)
+    model = tiny_encoder(0, subsampling=4, subsampling_kernel=8, window=16, conv_kernel=5)
     state = model.initial_state(1)
     chunk = torch.randn(1, 500, 80)  # 5 s
     sizes = {}
@@ -89,7 +92,7 @@ def test_state_after_an_hour_is_the_size_of_a_minute():
         for i in range(1, 721):  # one hour
             _, state = model.step(chunk, state)
             if i in (12, 720):
-                sizes[i] = (state.numel(), [tuple(k.shape) for k in state.keys], state.frames.shape)
+                sizes[i] = (state.numel(), [tuple(k.shape) for k in state.keys + state.convs], state.frames.shape)
     assert sizes[12] == sizes[720]
 
 
