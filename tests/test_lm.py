@@ -12,6 +12,7 @@ from asr import evaluate
 from asr.beam import BeamConfig, BeamSearch, arpa_words
 from asr.ctc import greedy_decode
 from asr.lm import build_arpa
+from asr.model_io import default_lm_path
 from asr.tokenizer import Tokenizer
 
 CORPUS = ["THE CAT SAT", "THE CAT RAN", "THE DOG SAT", "A DOG RAN HOME", "THE CAT SAT HOME", "A CAT"]
@@ -89,3 +90,15 @@ def test_evaluate_with_a_missing_lm_fails_in_one_line(tmp_path: Path, capsys, sp
     assert evaluate.main(args) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) >= 1 and err[-1].startswith("asr.evaluate: error:") and "missing.arpa" in err[-1]
+
+
+@pytest.mark.skipif(default_lm_path() is None, reason="no word LM bundled")
+def test_evaluate_beam_uses_the_bundled_lm(tmp_path: Path, capsys, speech_wav: Path, model_path: Path) -> None:
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"audio": str(speech_wav), "duration": 2.0, "text": "THE QUICK BROWN FOX"}) + "\n")
+    report = tmp_path / "report.json"
+    args = ["--manifest", str(manifest), "--model", str(model_path), "--beam", "--report", str(report)]
+    assert evaluate.main(args) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("WER=")
+    saved = json.loads(report.read_text())
+    assert saved["decoder"] == "beam" and set(saved["utterances"][0]["hyp"].split()) <= set(arpa_words(default_lm_path()))
