@@ -73,11 +73,14 @@ class BeamSearch:
                 spelling = tokenizer.spell(word)
                 if spelling:
                     lexicon.write(f"{word} {' '.join(spelling)}\n")
-        with _quiet_stderr():  # KenLM draws a progress bar while it reads the ARPA file
-            self.decoder = ctc_decoder(lexicon=lexicon.name, tokens=tokens, lm=str(arpa), nbest=1,
-                                       beam_size=cfg.beam_size, lm_weight=cfg.lm_weight, word_score=cfg.word_score,
-                                       blank_token=tokens[0], sil_token=silence, unk_word=UNK)
-        Path(lexicon.name).unlink()
+        try:
+            with _quiet_stderr():  # KenLM draws a progress bar while it reads the ARPA file
+                self.decoder = ctc_decoder(lexicon=lexicon.name, tokens=tokens, lm=str(arpa), nbest=1,
+                                           beam_size=cfg.beam_size, lm_weight=cfg.lm_weight,
+                                           word_score=cfg.word_score, blank_token=tokens[0], sil_token=silence,
+                                           unk_word=UNK)
+        finally:
+            Path(lexicon.name).unlink()
 
     def __call__(self, logprobs: Tensor) -> str:
         """(T, V) log-probs of one utterance -> the best word sequence."""

@@ -40,9 +40,9 @@ def add_lm_args(parser: argparse.ArgumentParser) -> None:
     defaults = BeamConfig()
     parser.add_argument("--beam", action="store_true", help="beam search with the bundled word LM")
     parser.add_argument("--lm", help="beam search with this ARPA word LM (python -m asr.lm) instead")
-    parser.add_argument("--beam-size", type=int, default=defaults.beam_size, help="beam width (with --lm)")
-    parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with --lm)")
-    parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with --lm)")
+    parser.add_argument("--beam-size", type=int, default=defaults.beam_size, help="beam width (with --beam or --lm)")
+    parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with --beam or --lm)")
+    parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with --beam or --lm)")
 
 
 def load_beam(args: argparse.Namespace, recognizer: Recognizer) -> BeamSearch | None:

@@ -94,7 +94,8 @@ def recognize(recognizer: Recognizer, wave, chunk_samples: int | None,
         began = time.perf_counter()
         logprobs, state = recognizer.step(wave[start:start + chunk_samples], state)
         latencies.append((time.perf_counter() - began) * 1000)
-        outputs.append(logprobs)
+        if beam:
+            outputs.append(logprobs)
     return (beam(torch.cat(outputs)) if beam else recognizer.text(state)), latencies
 
 

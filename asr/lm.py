@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     sentences = []
     for source in args.sources:
         if not source.is_file():
-            print(f"error: {source}: no such file", file=sys.stderr)
-            return 2
+            print(f"asr.lm: error: {source}: no such file", file=sys.stderr)
+            return 1
         sentences += read_sentences(source)
     args.out.write_text(build_arpa(sentences, args.order), encoding="utf-8")
     print(f"{args.out}: {args.order}-gram model of {len(sentences)} sentences", file=sys.stderr)
