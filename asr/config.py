@@ -58,6 +58,7 @@ class TrainConfig:
     seed: int = 0
     threads: int = 2  # torch intra-op threads on CPU
     checkpoint_every_steps: int = 200
+    select_by: str = "val_cer"  # validation metric that picks best.ckpt (CER tracks progress before WER moves)
     cmvn_utterances: int = 400  # training utterances used to estimate the global mean/std
 
 

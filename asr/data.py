@@ -25,7 +25,7 @@ from asr.tokenizer import Tokenizer
 @dataclass
 class SourceConfig:
     manifest: str = "???"
-    split: str = ""  # keep only rows whose "split" equals this (e.g. FSDD's train/test)
+    split: str = ""  # keep only rows of this "split" (e.g. FSDD's train/test) and rows without one
     repeat: int = 1  # how many times each utterance appears per epoch
 
 
@@ -54,8 +54,7 @@ class DataConfig:
 def load_sources(sources: list[SourceConfig], max_duration: float = math.inf) -> list[Utterance]:
     utterances = []
     for source in sources:
-        rows = [u for u in read_manifest(source.manifest)
-                if (not source.split or u.split == source.split) and u.duration <= max_duration]
+        rows = [u for u in read_manifest(source.manifest, source.split) if u.duration <= max_duration]
         utterances += rows * source.repeat
     return utterances
 

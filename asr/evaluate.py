@@ -1,7 +1,7 @@
 """Word and character error rates of a model on a manifest.
 
     python -m asr.evaluate --manifest M.jsonl [--model PATH] [--streaming --chunk-ms 500]
-                           [--report PATH] [--limit N] [--beam | --lm LM.arpa]
+                           [--split NAME] [--report PATH] [--limit N] [--beam | --lm LM.arpa]
 
 References and hypotheses both go through asr.text.normalize before jiwer scores them.
 Offline mode runs the recognizer's whole-utterance forward; --streaming feeds it in chunks
@@ -144,13 +144,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streaming", action="store_true", help="feed the audio in chunks of --chunk-ms")
     cli.add_chunk_ms(parser, 500.0, "streaming chunk in ms (default 500)")
     parser.add_argument("--report", type=Path, help="write a per-utterance JSON report with alignments here")
+    parser.add_argument("--split", default="", help="only the manifest rows of this split (e.g. test for FSDD)")
     parser.add_argument("--limit", type=int, help="evaluate only the first N utterances")
     cli.add_lm_args(parser)
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be >= 1 (got {args.limit})")
     try:
-        utterances = read_manifest(args.manifest)[: args.limit]
+        utterances = read_manifest(args.manifest, args.split)[: args.limit]
         recognizer = cli.load_recognizer("evaluate", args.model)
         beam = cli.load_beam(args, recognizer)
     except (ManifestError, ModelError, FileNotFoundError) as err:

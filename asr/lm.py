@@ -93,10 +93,11 @@ def lower_prob(gram: tuple, probs: list[dict[tuple, float]], backoffs: dict[tupl
     return backoffs.get(gram[:-1], 1.0) * lower_prob(gram[1:], probs, backoffs)
 
 
-def read_sentences(path: Path) -> list[str]:
-    """Normalised sentences of a manifest (.jsonl: its `text` fields) or a text file (one a line)."""
+def read_sentences(path: Path, split: str = "") -> list[str]:
+    """Normalised sentences of a manifest (.jsonl: its `text` fields; with `split`, only rows of that split
+    or of none) or a text file (one a line)."""
     if path.suffix == ".jsonl":
-        texts = [u.text for u in read_manifest(path)]
+        texts = [u.text for u in read_manifest(path, split)]
     else:
         texts = path.read_text(encoding="utf-8").splitlines()
     return [s for s in (normalize(t) for t in texts) if s]
@@ -107,13 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sources", nargs="+", type=Path, help="manifests (.jsonl) or text files")
     parser.add_argument("--out", type=Path, required=True, help="ARPA file to write")
     parser.add_argument("--order", type=int, default=3)
+    parser.add_argument("--split", default="", help="from manifests with a `split` field, read only this split")
     args = parser.parse_args(argv)
     sentences = []
     for source in args.sources:
         if not source.is_file():
             print(f"asr.lm: error: {source}: no such file", file=sys.stderr)
             return 1
-        sentences += read_sentences(source)
+        sentences += read_sentences(source, args.split)
     args.out.write_text(build_arpa(sentences, args.order), encoding="utf-8")
     print(f"{args.out}: {args.order}-gram model of {len(sentences)} sentences", file=sys.stderr)
     return 0

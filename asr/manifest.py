@@ -22,8 +22,9 @@ class Utterance:
     split: str = ""
 
 
-def read_manifest(path: str | Path) -> list[Utterance]:
-    """Parse a manifest; raises ManifestError on the first bad line."""
+def read_manifest(path: str | Path, split: str = "") -> list[Utterance]:
+    """Parse a manifest; raises ManifestError on the first bad line. With `split`, keep only the rows of
+    that split (e.g. FSDD's "train"/"test") and the rows that name none."""
     path = Path(path)
     if not path.is_file():
         raise ManifestError(f"{path}: no such manifest")
@@ -38,7 +39,7 @@ def read_manifest(path: str | Path) -> list[Utterance]:
                                         str(row.get("split", ""))))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             raise ManifestError(f"{path}:{number}: broken manifest line ({type(err).__name__}: {err})") from None
-    return utterances
+    return [u for u in utterances if not split or u.split in ("", split)]
 
 
 def write_manifest(path: str | Path, rows: list[dict]) -> None:

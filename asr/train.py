@@ -78,7 +78,7 @@ def train(cfg: TrainConfig) -> Path:
     checkpoints = [
         ModelCheckpoint(dirpath=ckpt_dir, filename="step{step}", save_last=True, every_n_train_steps=cfg.checkpoint_every_steps,
                         save_top_k=1, auto_insert_metric_name=False),
-        ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val_wer", mode="min", save_top_k=1),
+        ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor=cfg.select_by, mode="min", save_top_k=1),
     ]
     trainer = L.Trainer(**OmegaConf.to_container(OmegaConf.structured(cfg.trainer)),
                         default_root_dir=run_dir, logger=CSVLogger(run_dir, name="logs"),

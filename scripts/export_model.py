@@ -1,6 +1,6 @@
 """Export a training checkpoint as a model file: python scripts/export_model.py RUN_DIR [CKPT] [--out PATH]
 
-CKPT defaults to RUN_DIR/checkpoints/best.ckpt (lowest validation WER), else last.ckpt.
+CKPT defaults to RUN_DIR/checkpoints/best.ckpt (best on `select_by`, validation CER by default), else last.ckpt.
 """
 from __future__ import annotations
 

@@ -78,3 +78,14 @@ def test_limit_and_missing_audio(manifest: Path, model_path: Path, tmp_path: Pat
     captured = capsys.readouterr()
     assert code == 1 and LAST_LINE.fullmatch(captured.out.splitlines()[-1]).group(4) == "2"
     assert captured.err.strip() == f"asr.evaluate: error: {tmp_path / 'gone.wav'}: no such file"
+
+
+def test_split_keeps_that_split_and_unsplit_rows(manifest: Path, model_path: Path, tmp_path: Path, capsys) -> None:
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    rows[0]["split"], rows[1]["split"] = "test", "train"  # rows[2] names no split
+    for row in rows[1:]:
+        row["audio"] = str(manifest.parent / row["audio"])
+    split = tmp_path / "split.jsonl"
+    write_manifest(split, rows)
+    code, lines = run(capsys, "--manifest", str(split), "--model", str(model_path), "--split", "test")
+    assert code == 0 and lines[-1].endswith(" utts=2")  # of three rows: the test one and the unsplit one

@@ -11,6 +11,7 @@ import torch
 from asr import evaluate
 from asr.beam import BeamConfig, BeamSearch, arpa_words
 from asr.ctc import greedy_decode
+from asr import lm
 from asr.lm import build_arpa
 from asr.model_io import default_lm_path
 from asr.tokenizer import Tokenizer
@@ -56,6 +57,16 @@ def test_seen_continuations_beat_unseen_ones() -> None:
     unigram = backoff_prob("ZEBRA", (), probs, backoffs)
     assert 0 < backoff_prob("ZEBRA", ("THE",), probs, backoffs) < unigram  # a seen history keeps mass for its words
     assert backoff_prob("ZEBRA", ("YAK",), probs, backoffs) == unigram  # an unseen history adds nothing
+
+
+def test_lm_from_a_manifest_reads_only_the_asked_split(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.jsonl"
+    rows = [{"audio": "a.wav", "duration": 1.0, "text": "one two", "split": "train"},
+            {"audio": "b.wav", "duration": 1.0, "text": "held out", "split": "test"},
+            {"audio": "c.wav", "duration": 1.0, "text": "no split"}]
+    manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert lm.main([str(manifest), "--split", "train", "--out", str(tmp_path / "lm.arpa")]) == 0
+    assert set(arpa_words(tmp_path / "lm.arpa")) == {"ONE", "TWO", "NO", "SPLIT"}
 
 
 def emissions(tokenizer: Tokenizer, frames: list[dict[str, float]]) -> torch.Tensor:

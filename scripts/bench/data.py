@@ -21,7 +21,7 @@ SHARED = ROOT.parent / "shared" / "data"
 class EvalSet:
     name: str
     manifest: Path
-    split: str | None = None  # keep only rows with this "split"
+    split: str = ""  # keep only rows of this "split"
     note: str = ""
 
 
@@ -49,9 +49,7 @@ def load_set(eval_set: EvalSet, limit: int | None) -> tuple[list[Clip], str]:
     """The first `limit` utterances of a set, loaded; returns ([], reason) when the set is absent."""
     if not eval_set.manifest.is_file():
         return [], f"{eval_set.manifest} not found (skipped)"
-    utterances: list[Utterance] = read_manifest(eval_set.manifest)
-    if eval_set.split:
-        utterances = [u for u in utterances if u.split == eval_set.split]
+    utterances: list[Utterance] = read_manifest(eval_set.manifest, eval_set.split)
     clips = []
     for utt in utterances[:limit]:
         try:
