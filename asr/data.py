@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import lightning as L
 import torch
@@ -48,6 +49,7 @@ class DataConfig:
     max_duration: float = 20.0  # longer training utterances are skipped
     max_batch_seconds: float = 240.0  # audio per batch
     num_workers: int = 1
+    cache_features: bool = True  # keep each (utterance, speed)'s log-mel in the loader's memory (float16)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
 
 
@@ -89,27 +91,41 @@ def spec_augment(feats: Tensor, cfg: AugmentConfig) -> Tensor:
 class SpeechDataset(Dataset):
     """Utterance i -> (log-mel (T, F), token ids (U,))."""
 
-    def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, augment: AugmentConfig | None):
+    def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, augment: AugmentConfig | None,
+                 cache: bool = False):
         self.utterances, self.tokenizer, self.augment = utterances, tokenizer, augment
         self.fbank = Fbank()
+        self.cache: dict[tuple[Path, float], Tensor] | None = {} if cache else None
+
+    def features(self, audio: Path, speed: float, snr_db: float | None) -> Tensor:
+        """Log-mel (T, F) of `audio` played at `speed`, with noise at `snr_db` (None: clean).
+
+        Clean features are cached (as float16) when caching is on: decoding and resampling then
+        happen once per (utterance, speed) instead of once per epoch."""
+        key = (audio, speed)
+        if snr_db is None and self.cache is not None and key in self.cache:
+            return self.cache[key].float()
+        wave = load_audio(audio)
+        if speed != 1.0:  # play faster/slower: resample as if recorded at rate * speed
+            wave = torchaudio.functional.resample(wave, int(SAMPLE_RATE * speed), SAMPLE_RATE)
+        if snr_db is not None:
+            wave = add_noise(wave, snr_db)
+        with torch.no_grad():
+            feats = self.fbank(wave[None])[0]
+        if snr_db is None and self.cache is not None:
+            self.cache[key] = feats.half()
+        return feats
 
     def __len__(self) -> int:
         return len(self.utterances)
 
     def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
-        utt = self.utterances[index]
-        wave = load_audio(utt.audio)
-        aug = self.augment
-        if aug is not None:
-            speed = random.choice(aug.speeds)
-            if speed != 1.0:  # play faster/slower: resample as if recorded at rate * speed
-                wave = torchaudio.functional.resample(wave, int(SAMPLE_RATE * speed), SAMPLE_RATE)
-            if random.random() < aug.noise_prob:
-                wave = add_noise(wave, random.uniform(*aug.snr_db))
-        with torch.no_grad():
-            feats = self.fbank(wave[None])[0]
-        if aug is not None:
-            feats = spec_augment(feats, aug)
+        utt, aug = self.utterances[index], self.augment
+        if aug is None:
+            feats = self.features(utt.audio, 1.0, None)
+        else:
+            snr_db = random.uniform(*aug.snr_db) if random.random() < aug.noise_prob else None
+            feats = spec_augment(self.features(utt.audio, random.choice(aug.speeds), snr_db), aug)
         return feats, torch.tensor(self.tokenizer.encode(normalize(utt.text)), dtype=torch.long)
 
 
@@ -169,7 +185,7 @@ class SpeechDataModule(L.LightningDataModule):
         self.valid_utts = load_sources(cfg.valid)
 
     def _loader(self, utts: list[Utterance], train: bool) -> DataLoader:
-        dataset = SpeechDataset(utts, self.tokenizer, self.cfg.augment if train else None)
+        dataset = SpeechDataset(utts, self.tokenizer, self.cfg.augment if train else None, self.cfg.cache_features)
         sampler = BucketBatchSampler([u.duration for u in utts], self.cfg.max_batch_seconds, shuffle=train)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
                           persistent_workers=self.cfg.num_workers > 0)

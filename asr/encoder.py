@@ -31,7 +31,9 @@ class EncoderConfig:
     ff_mult: int = 4
     dropout: float = 0.1
     subsampling: int = 4  # S: encoder frame = S x 10 ms (1, 2 or 4)
-    subsampling_kernel: int = 8  # feature frames each encoder frame looks at (>= S)
+    frontend: str = "conv1d"  # conv1d: one strided Conv1d; conv2d: log2(S) narrow time-frequency Conv2d layers
+    subsampling_kernel: int = 8  # conv1d: feature frames each encoder frame looks at (>= S)
+    frontend_channels: int = 32  # conv2d: channels of each Conv2d layer (keep it narrow on CPUs)
     conv_kernel: int = 0  # causal depthwise conv module in each block over this many frames (0: none)
 
     def validate(self) -> "EncoderConfig":
@@ -42,7 +44,9 @@ class EncoderConfig:
             raise ValueError(f"window={self.window} must be >= 1 (or null for full attention)")
         if self.subsampling not in (1, 2, 4):
             raise ValueError(f"subsampling={self.subsampling} must be 1, 2 or 4")
-        if self.subsampling_kernel < self.subsampling:
+        if self.frontend not in ("conv1d", "conv2d"):
+            raise ValueError(f"frontend={self.frontend!r} must be conv1d or conv2d")
+        if self.frontend == "conv1d" and self.subsampling_kernel < self.subsampling:
             raise ValueError(f"subsampling_kernel={self.subsampling_kernel} must be >= subsampling={self.subsampling}")
         if self.conv_kernel < 0:
             raise ValueError(f"conv_kernel={self.conv_kernel} must be >= 0 (0: no conv module)")
@@ -84,6 +88,37 @@ class CausalSubsampling(nn.Module):
             return frames.new_zeros(frames.shape[0], 0, self.proj.out_features)
         x = self.conv(frames.transpose(1, 2)).transpose(1, 2)
         return self.proj(F.gelu(x))
+
+
+class CausalConv2dSubsampling(nn.Module):
+    """log2(S) Conv2d layers (3x3, stride 2 in time and frequency, no time padding) over the
+    (time, mel) plane, then a Linear to D. Frequency-shift invariant, so it copes better with
+    voices of different pitch and vocal-tract length; narrow channels keep it cheap on CPUs.
+
+    The stack is one strided operator over time with a receptive field of 2S-1 frames, so
+    encoder frame j sees feature frames up to (j+1)S-1, exactly like `CausalSubsampling`."""
+
+    def __init__(self, cfg: EncoderConfig):
+        super().__init__()
+        self.stride = cfg.subsampling
+        self.kernel = 2 * cfg.subsampling - 1
+        layers, channels, bins = [], 1, cfg.n_mels
+        for _ in range(cfg.subsampling.bit_length() - 1):
+            layers += [nn.Conv2d(channels, cfg.frontend_channels, 3, stride=2), nn.GELU()]
+            channels, bins = cfg.frontend_channels, (bins - 3) // 2 + 1
+        self.convs = nn.Sequential(*layers)
+        self.proj = nn.Linear(channels * bins, cfg.d_model)
+
+    @property
+    def left_context(self) -> int:
+        return self.kernel - self.stride
+
+    def forward(self, frames: Tensor) -> Tensor:
+        """(B, T, F), already left-padded by `left_context` -> (B, (T - kernel) // S + 1, D)."""
+        if frames.shape[1] < self.kernel:
+            return frames.new_zeros(frames.shape[0], 0, self.proj.out_features)
+        x = self.convs(frames[:, None])  # (B, C, T', F')
+        return self.proj(x.transpose(1, 2).flatten(2))
 
 
 class CausalConv(nn.Module):
@@ -138,7 +173,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.cfg = cfg.validate()
         self.cmvn = GlobalCMVN(cfg.n_mels)
-        self.subsampling = CausalSubsampling(cfg)
+        self.subsampling = CausalConv2dSubsampling(cfg) if cfg.frontend == "conv2d" else CausalSubsampling(cfg)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model)
         self.ctc = nn.Linear(cfg.d_model, cfg.vocab_size)

@@ -1,4 +1,5 @@
 """Streaming equals the whole-utterance forward; state stays bounded; the past never changes."""
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
@@ -7,7 +8,10 @@ from hypothesis import strategies as st
 from asr.ctc import greedy_decode
 from helpers import PRESETS, preset, tiny_encoder
 
-SUBSAMPLING = [(1, 1), (2, 4), (4, 8)]  # (factor, kernel)
+# front ends: strided Conv1d with factor S and kernel K, or log2(S) stride-2 Conv2d layers
+SUBSAMPLING = [dict(subsampling=1, subsampling_kernel=1), dict(subsampling=2, subsampling_kernel=4),
+               dict(subsampling=4, subsampling_kernel=8), dict(subsampling=2, frontend="conv2d", frontend_channels=4),
+               dict(subsampling=4, frontend="conv2d", frontend_channels=4)]
 
 
 def stream_in_chunks(model, feats, sizes):
@@ -25,8 +29,7 @@ def stream_in_chunks(model, feats, sizes):
        sizes=st.lists(st.integers(1, 40), min_size=1, max_size=12), seed=st.integers(0, 3),
        conv_kernel=st.sampled_from([0, 1, 5]))
 def test_chunked_equals_full(preset_name, sub, sizes, seed, conv_kernel):
-    model = tiny_encoder(seed, subsampling=sub[0], subsampling_kernel=sub[1], conv_kernel=conv_kernel,
-                         **preset(preset_name))
+    model = tiny_encoder(seed, **sub, conv_kernel=conv_kernel, **preset(preset_name))
     feats = torch.randn(1, 150, 80) * 3
     with torch.no_grad():
         full, _ = model(feats)
@@ -38,34 +41,35 @@ def test_chunked_equals_full(preset_name, sub, sizes, seed, conv_kernel):
 
 def test_every_preset_and_factor_streams_exactly_frame_by_frame():
     for name in PRESETS:
-        for factor, kernel in SUBSAMPLING:
-            model = tiny_encoder(1, subsampling=factor, subsampling_kernel=kernel, conv_kernel=3, **preset(name))
+        for sub in SUBSAMPLING:
+            model = tiny_encoder(1, **sub, conv_kernel=3, **preset(name))
             feats = torch.randn(1, 50, 80)
             with torch.no_grad():
                 full, _ = model(feats)
                 streamed, _ = stream_in_chunks(model, feats, [1] * 49)
-            torch.testing.assert_close(streamed, full, atol=1e-4, rtol=0, msg=f"{name} S={factor}")
+            torch.testing.assert_close(streamed, full, atol=1e-4, rtol=0, msg=f"{name} {sub}")
 
 
 @settings(max_examples=10, deadline=None)
 @given(sub=st.sampled_from(SUBSAMPLING), cut=st.integers(0, 99), window=st.sampled_from([1, 4, 16, None]),
        conv_kernel=st.sampled_from([0, 7]))
 def test_causality_future_input_never_changes_past_output(sub, cut, window, conv_kernel):
-    model = tiny_encoder(0, subsampling=sub[0], subsampling_kernel=sub[1], window=window, conv_kernel=conv_kernel)
+    model = tiny_encoder(0, **sub, window=window, conv_kernel=conv_kernel)
     feats = torch.randn(1, 100, 80)
     changed = feats.clone()
     changed[:, cut:] = torch.randn(1, 100 - cut, 80) * 5
     with torch.no_grad():
         a, _ = model(feats)
         b, _ = model(changed)
-    unaffected = cut // sub[0]  # encoder frame j reads feature frames up to (j+1)S - 1
+    unaffected = cut // sub["subsampling"]  # encoder frame j reads feature frames up to (j+1)S - 1
     torch.testing.assert_close(a[:, :unaffected], b[:, :unaffected], atol=1e-6, rtol=0)
     if unaffected < a.shape[1]:
         assert not torch.allclose(a[:, unaffected:], b[:, unaffected:])
 
 
-def test_padded_batch_equals_each_utterance_alone():
-    model = tiny_encoder(2, subsampling=4, subsampling_kernel=8, window=6, conv_kernel=5)
+@pytest.mark.parametrize("frontend", [dict(subsampling_kernel=8), dict(frontend="conv2d", frontend_channels=4)])
+def test_padded_batch_equals_each_utterance_alone(frontend):
+    model = tiny_encoder(2, subsampling=4, window=6, conv_kernel=5, **frontend)
     lengths = [100, 37, 64]
     utts = [torch.randn(n, 80) for n in lengths]
     batch = torch.nn.utils.rnn.pad_sequence(utts, batch_first=True, padding_value=9.0)

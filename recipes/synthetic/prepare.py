@@ -218,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--hours-train", type=float, default=8.0)
     p.add_argument("--check-utts", type=int, default=300)
     p.add_argument("--engines", nargs="+", default=list(E.SYNTH), choices=list(E.SYNTH))
+    p.add_argument("--train-engines", nargs="+", default=None, choices=list(E.SYNTH),
+                   help="engines that make train.jsonl (default: --engines); the check set uses all of --engines")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=4, help="manifests are rewritten after each round")
@@ -242,8 +244,9 @@ def main(argv: list[str] | None = None) -> None:
     # Each engine reads its own slice of one shuffled sentence list, so engines never share a sentence.
     order = np.random.default_rng(a.seed).permutation(len(train_s))
     allk = list(E.SYNTH)
-    streams = [Stream(e, [train_s[j] for j in order[allk.index(e)::len(allk)]], a.seed) for e in engines]
-    share = {e: E.WEIGHTS[e] / sum(E.WEIGHTS[x] for x in engines) for e in engines}
+    train_engines = [e for e in engines if a.train_engines is None or e in a.train_engines]
+    streams = [Stream(e, [train_s[j] for j in order[allk.index(e)::len(allk)]], a.seed) for e in train_engines]
+    share = {e: E.WEIGHTS[e] / sum(E.WEIGHTS[x] for x in train_engines) for e in train_engines}
 
     with Pool(a.jobs) as pool:
         checks = check_items(held_s, engines, a.check_utts, a.seed)
