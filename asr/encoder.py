@@ -70,13 +70,31 @@ class EncoderState:
 
 
 class CausalSubsampling(nn.Module):
-    """Strided Conv1d over time, left-padded so encoder frame j sees feature frames up to (j+1)S-1."""
+    """Time subsampling by S, valid in time and left-padded, so encoder frame j sees feature frames
+    up to (j+1)S-1 and nothing later. Two front ends (`cfg.frontend`):
+
+    conv1d: one strided Conv1d over `subsampling_kernel` frames, GELU, Linear to D.
+    conv2d: log2(S) Conv2d layers (3x3, stride 2 in time and frequency, GELU) over the (time, mel)
+            plane, then a Linear to D. Shift-invariant in frequency, so it copes better with voices
+            of different pitch and vocal-tract length; narrow channels keep it cheap on CPUs. The
+            stack is one strided operator over time with a receptive field of 2S-1 frames.
+    """
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
-        self.stride, self.kernel = cfg.subsampling, cfg.subsampling_kernel
-        self.conv = nn.Conv1d(cfg.n_mels, cfg.d_model, self.kernel, stride=self.stride)
-        self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        self.stride, self.two_d = cfg.subsampling, cfg.frontend == "conv2d"
+        if self.two_d:
+            self.kernel = 2 * cfg.subsampling - 1
+            layers, channels, bins = [], 1, cfg.n_mels
+            for _ in range(cfg.subsampling.bit_length() - 1):
+                layers += [nn.Conv2d(channels, cfg.frontend_channels, 3, stride=2), nn.GELU()]
+                channels, bins = cfg.frontend_channels, (bins - 3) // 2 + 1
+            self.convs = nn.Sequential(*layers)
+            self.proj = nn.Linear(channels * bins, cfg.d_model)
+        else:
+            self.kernel = cfg.subsampling_kernel
+            self.conv = nn.Conv1d(cfg.n_mels, cfg.d_model, self.kernel, stride=self.stride)
+            self.proj = nn.Linear(cfg.d_model, cfg.d_model)
 
     @property
     def left_context(self) -> int:
@@ -86,39 +104,11 @@ class CausalSubsampling(nn.Module):
         """(B, T, F), already left-padded by `left_context` -> (B, (T - kernel) // S + 1, D)."""
         if frames.shape[1] < self.kernel:
             return frames.new_zeros(frames.shape[0], 0, self.proj.out_features)
-        x = self.conv(frames.transpose(1, 2)).transpose(1, 2)
-        return self.proj(F.gelu(x))
-
-
-class CausalConv2dSubsampling(nn.Module):
-    """log2(S) Conv2d layers (3x3, stride 2 in time and frequency, no time padding) over the
-    (time, mel) plane, then a Linear to D. Frequency-shift invariant, so it copes better with
-    voices of different pitch and vocal-tract length; narrow channels keep it cheap on CPUs.
-
-    The stack is one strided operator over time with a receptive field of 2S-1 frames, so
-    encoder frame j sees feature frames up to (j+1)S-1, exactly like `CausalSubsampling`."""
-
-    def __init__(self, cfg: EncoderConfig):
-        super().__init__()
-        self.stride = cfg.subsampling
-        self.kernel = 2 * cfg.subsampling - 1
-        layers, channels, bins = [], 1, cfg.n_mels
-        for _ in range(cfg.subsampling.bit_length() - 1):
-            layers += [nn.Conv2d(channels, cfg.frontend_channels, 3, stride=2), nn.GELU()]
-            channels, bins = cfg.frontend_channels, (bins - 3) // 2 + 1
-        self.convs = nn.Sequential(*layers)
-        self.proj = nn.Linear(channels * bins, cfg.d_model)
-
-    @property
-    def left_context(self) -> int:
-        return self.kernel - self.stride
-
-    def forward(self, frames: Tensor) -> Tensor:
-        """(B, T, F), already left-padded by `left_context` -> (B, (T - kernel) // S + 1, D)."""
-        if frames.shape[1] < self.kernel:
-            return frames.new_zeros(frames.shape[0], 0, self.proj.out_features)
-        x = self.convs(frames[:, None])  # (B, C, T', F')
-        return self.proj(x.transpose(1, 2).flatten(2))
+        if self.two_d:
+            x = self.convs(frames[:, None]).transpose(1, 2).flatten(2)  # (B, C, T', F') -> (B, T', C F')
+        else:
+            x = F.gelu(self.conv(frames.transpose(1, 2)).transpose(1, 2))  # (B, T', D)
+        return self.proj(x)
 
 
 class CausalConv(nn.Module):
@@ -173,7 +163,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.cfg = cfg.validate()
         self.cmvn = GlobalCMVN(cfg.n_mels)
-        self.subsampling = CausalConv2dSubsampling(cfg) if cfg.frontend == "conv2d" else CausalSubsampling(cfg)
+        self.subsampling = CausalSubsampling(cfg)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model)
         self.ctc = nn.Linear(cfg.d_model, cfg.vocab_size)
