@@ -5,6 +5,7 @@ letters followed by the word separator), so the search only ever outputs words t
 
     search = BeamSearch(tokenizer, "lm.arpa")
     text = search(logprobs)            # (T, V) log-probs of one utterance -> text
+    tokens = search.tokens(logprobs)   # the same hypothesis as CTC tokens with their frames
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from torch import Tensor
 
+from asr.ctc import Token
 from asr.lm import BOS, EOS, UNK
 from asr.tokenizer import Tokenizer
 
@@ -82,9 +84,24 @@ class BeamSearch:
         finally:
             Path(lexicon.name).unlink()
 
+    def _best(self, logprobs: Tensor):
+        if logprobs.shape[0] == 0:
+            return None
+        hypotheses = self.decoder(logprobs[None].float().contiguous().cpu())[0]
+        return hypotheses[0] if hypotheses else None
+
     def __call__(self, logprobs: Tensor) -> str:
         """(T, V) log-probs of one utterance -> the best word sequence."""
-        if logprobs.shape[0] == 0:
-            return ""
-        hypotheses = self.decoder(logprobs[None].float().contiguous().cpu())[0]
-        return " ".join(hypotheses[0].words) if hypotheses else ""
+        best = self._best(logprobs)
+        return " ".join(best.words) if best else ""
+
+    def tokens(self, logprobs: Tensor, offset: int = 0) -> list[Token]:
+        """(T, V) -> the best hypothesis as tokens (model ids) at their frames (+ `offset`), blanks
+        and repeats removed, so `asr.ctc.word_times` gives its word times as for greedy output."""
+        best = self._best(logprobs)
+        if best is None:
+            return []
+        # flashlight's path has T + 2 steps: a word boundary before frame 0 and one after the last frame
+        last = logprobs.shape[0] - 1
+        return [Token(int(i), offset + min(max(int(t) - 1, 0), last))
+                for i, t in zip(best.tokens.tolist(), best.timesteps.tolist())]

@@ -35,21 +35,30 @@ def load_recognizer(tool: str, model: str | None) -> Recognizer:
     return Recognizer.load(model, allow_random=True)
 
 
-def add_lm_args(parser: argparse.ArgumentParser) -> None:
-    """Add --beam / --lm (lexicon beam search with a word LM instead of greedy decoding) and its weights."""
+def add_lm_args(parser: argparse.ArgumentParser, finals: bool = False) -> None:
+    """Add --beam / --lm (lexicon beam search with a word LM instead of greedy decoding) and its weights.
+
+    finals=True (stream, transcribe): the beam decodes each finished segment while partial results
+    stay greedy, and it is on by default with the bundled model and LM (--greedy turns it off)."""
     defaults = BeamConfig()
-    parser.add_argument("--beam", action="store_true", help="beam search with the bundled word LM")
-    parser.add_argument("--lm", help="beam search with this ARPA word LM (python -m asr.lm) instead")
-    parser.add_argument("--beam-size", type=int, default=defaults.beam_size, help="beam width (with --beam or --lm)")
-    parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with --beam or --lm)")
-    parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with --beam or --lm)")
+    what = "segment finals from a beam search with" if finals else "beam search with"
+    parser.add_argument("--beam", action="store_true", help=f"{what} the bundled word LM"
+                        + (" (the default with the bundled model)" if finals else ""))
+    parser.add_argument("--lm", help=f"{what} this ARPA word LM (python -m asr.lm) instead")
+    if finals:
+        parser.add_argument("--greedy", action="store_true", help="greedy CTC finals, no word LM")
+    parser.add_argument("--beam-size", type=int, default=defaults.beam_size, help="beam width (with the LM)")
+    parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with the LM)")
+    parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with the LM)")
 
 
 def load_beam(args: argparse.Namespace, recognizer: Recognizer) -> BeamSearch | None:
-    """The beam search the --lm options ask for (None: greedy decoding)."""
-    if not (args.beam or args.lm):
+    """The beam search the options ask for, or None for greedy decoding. Tools with --greedy
+    (add_lm_args(finals=True)) use the bundled LM by default when they run the bundled model."""
+    if getattr(args, "greedy", False):
         return None
-    lm = args.lm or default_lm_path()
-    if lm is None:
+    by_default = hasattr(args, "greedy") and args.model is None and default_model_path() is not None
+    lm = args.lm or ((args.beam or by_default) and default_lm_path())
+    if args.beam and not lm:
         raise FileNotFoundError("--beam: no word LM is bundled; give one with --lm PATH")
-    return BeamSearch(recognizer.tokenizer, lm, BeamConfig(args.beam_size, args.lm_weight, args.word_score))
+    return BeamSearch(recognizer.tokenizer, lm, BeamConfig(args.beam_size, args.lm_weight, args.word_score)) if lm else None

@@ -11,6 +11,10 @@ Rules are evaluated frame by frame on the token times, so where segments end doe
 on the chunk size. `emissions` turns chunks of 16 kHz samples into `Emission`s: after every
 chunk, one final emission per segment that closed, then one partial for the open segment.
 A final segment is never changed again; at end of input the open segment is closed as final.
+
+With a `BeamSearch` (word LM), partials stay greedy (cheap, every chunk) and each final is the
+beam search over the closed segment's frames: the open segment's log-probs are kept until it
+closes, at most `max_segment` seconds of them.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import numpy as np
 import torch
 
 from asr.audio import SAMPLE_RATE
+from asr.beam import BeamSearch
 from asr.ctc import Token, Word, word_times
 from asr.recognizer import Recognizer
 
@@ -76,11 +81,12 @@ def end_frame(tokens: list[Token], start: int, frames: int, cfg: EndpointConfig,
 class Segmenter:
     """Tracks the open segment's tokens and closes segments by the endpoint rules."""
 
-    def __init__(self, recognizer: Recognizer, cfg: EndpointConfig | None = None):
-        self.recognizer, self.cfg = recognizer, cfg or EndpointConfig()
+    def __init__(self, recognizer: Recognizer, cfg: EndpointConfig | None = None, beam: BeamSearch | None = None):
+        self.recognizer, self.cfg, self.beam = recognizer, cfg or EndpointConfig(), beam
         self.index = 0  # number of the open segment
         self.start = 0  # first frame of the open segment
-        self.tokens: list[Token] = []  # tokens of the open segment
+        self.tokens: list[Token] = []  # greedy tokens of the open segment
+        self.logprobs: torch.Tensor | None = None  # (frames since start, V), kept only with a beam
         self.shown = ""  # open segment text at its last emission
 
     def _text(self, tokens: list[Token]) -> str:
@@ -96,18 +102,28 @@ class Segmenter:
         """Close the open segment at frame `end`; returns its final emission (None if empty)."""
         fs = self.recognizer.frame_seconds
         inside = [t for t in self.tokens if t.frame < end]
-        text = self._text(inside)
+        final = inside
+        if self.beam is not None and inside:
+            final = self.beam.tokens(self.logprobs[:end - self.start], offset=self.start)
+        text = self._text(final)
         emission = None
         if text:
-            words = word_times(inside, self.recognizer.tokenizer, fs)
+            words = word_times(final, self.recognizer.tokenizer, fs)
             emission = self._emit(text, now, compute_ms, True, end * fs, words)
             self.index += 1
-        self.tokens, self.start, self.shown = self.tokens[len(inside):], end, ""
+        self.tokens, self.shown = self.tokens[len(inside):], ""
+        if self.logprobs is not None:
+            self.logprobs = self.logprobs[end - self.start:]
+        self.start = end
         return emission
 
-    def update(self, new_tokens: list[Token], frames: int, now: float, compute_ms: float) -> list[Emission]:
-        """Add one chunk's tokens (`frames` decoded so far): finals of closed segments, then a partial."""
+    def update(self, new_tokens: list[Token], logprobs: torch.Tensor, frames: int, now: float,
+               compute_ms: float) -> list[Emission]:
+        """Add one chunk's tokens and log-probs (T', V) (`frames` decoded so far): finals of closed
+        segments, then a partial."""
         self.tokens.extend(new_tokens)
+        if self.beam is not None:
+            self.logprobs = logprobs if self.logprobs is None else torch.cat([self.logprobs, logprobs])
         out = []
         while (end := end_frame(self.tokens, self.start, frames, self.cfg, self.recognizer.frame_seconds)) is not None:
             if (emission := self._close(end, now, compute_ms)) is not None:
@@ -123,23 +139,24 @@ class Segmenter:
 
 
 def emissions(recognizer: Recognizer, chunks: Iterable[np.ndarray | torch.Tensor],
-              cfg: EndpointConfig | None = None) -> Iterator[Emission]:
-    """The one emission loop for files and microphones: 16 kHz float32 chunks in, emissions out.
+              cfg: EndpointConfig | None = None, beam: BeamSearch | None = None) -> Iterator[Emission]:
+    """The one emission loop for files and microphones: 16 kHz float32 chunks in, emissions out
+    (finals from `beam` over each closed segment, when given).
 
     Memory stays bounded: tokens of closed segments are dropped, and the recognizer's own
     token list is emptied after every step (the segmenter keeps the open segment's tokens).
     """
-    segmenter = Segmenter(recognizer, cfg)
+    segmenter = Segmenter(recognizer, cfg, beam)
     state = recognizer.initial_state()
     samples = 0
     for chunk in chunks:
         chunk = torch.as_tensor(chunk, dtype=torch.float32)
         began = time.perf_counter()
-        _, state = recognizer.step(chunk, state)
+        logprobs, state = recognizer.step(chunk, state)
         compute_ms = (time.perf_counter() - began) * 1000
         new_tokens, state = state.tokens, replace(state, tokens=[])
         samples += chunk.numel()
-        yield from segmenter.update(new_tokens, state.frames, samples / SAMPLE_RATE, compute_ms)
+        yield from segmenter.update(new_tokens, logprobs, state.frames, samples / SAMPLE_RATE, compute_ms)
     final = segmenter.finish(state.frames, samples / SAMPLE_RATE)
     if final is not None:
         yield final

@@ -98,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-seconds", type=float, help="stop after this many seconds of audio")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (default 1: a 500 ms chunk is too small to gain from more)")
+    cli.add_lm_args(parser, finals=True)
     parser.add_argument("--compare-offline", action="store_true",
                         help="with --file: also run the whole-utterance forward and print the differences")
     return parser
@@ -123,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         recognizer = cli.load_recognizer("stream", args.model)
-    except ModelError as err:
+        beam = cli.load_beam(args, recognizer)
+    except (ModelError, OSError) as err:
         print(f"asr.stream: error: {err}", file=sys.stderr)
         return 1
     chunk_samples = cli.chunk_samples(args.chunk_ms)
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     display = LineDisplay(sys.stdout, sys.stdout.isatty())
 
     def show(chunks: Iterable[torch.Tensor]) -> None:
-        for emission in emissions(recognizer, rechunk(chunks, chunk_samples, max_samples)):
+        for emission in emissions(recognizer, rechunk(chunks, chunk_samples, max_samples), beam=beam):
             if args.json:
                 print(json.dumps(emission.to_json()), flush=True)
             else:

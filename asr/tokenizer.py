@@ -52,7 +52,7 @@ class Tokenizer:
         ids = [i for i in ids if i != BLANK]
         if self.sp:
             return self.sp.decode(ids)
-        return "".join(_CHAR_UNITS[i] for i in ids if i > 1).replace("|", " ").strip()
+        return " ".join("".join(_CHAR_UNITS[i] for i in ids if i > 1).replace("|", " ").split())
 
     def units(self) -> list[str]:
         """The name of every output unit, by id (id 0 is the blank)."""

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from asr import cli
 from asr.audio import AUDIO_SUFFIXES, SAMPLE_RATE, AudioError, read_blocks
+from asr.beam import BeamSearch
 from asr.endpoint import emissions
 from asr.manifest import ManifestError, read_manifest
 from asr.model_io import ModelError
@@ -62,8 +63,9 @@ def expand_inputs(items: Iterable[str]) -> tuple[list[Path], list[str]]:
 
 
 def transcribe_file(recognizer: Recognizer, path: Path, chunk_samples: int = 32000,
-                    progress: Callable[[float], None] | None = None) -> Transcript:
-    """One file through the streaming recognizer and endpointer; raises AudioError."""
+                    progress: Callable[[float], None] | None = None, beam: BeamSearch | None = None) -> Transcript:
+    """One file through the streaming recognizer and endpointer (segments decoded with `beam` if
+    given); raises AudioError."""
     samples = 0
 
     def counted(chunks: Iterable[torch.Tensor]) -> Iterator[torch.Tensor]:
@@ -76,7 +78,8 @@ def transcribe_file(recognizer: Recognizer, path: Path, chunk_samples: int = 320
 
     began = time.perf_counter()
     segments = [Segment(e.start, e.end, e.text, e.words)
-                for e in emissions(recognizer, counted(rechunk(read_blocks(path), chunk_samples))) if e.is_final]
+                for e in emissions(recognizer, counted(rechunk(read_blocks(path), chunk_samples)), beam=beam)
+                if e.is_final]
     duration = samples / SAMPLE_RATE
     rtf = (time.perf_counter() - began) / duration if duration else 0.0
     return Transcript(str(path), " ".join(s.text for s in segments), duration, segments, rtf)
@@ -109,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=FORMATS, default="txt", help="output format (default txt)")
     parser.add_argument("--output-dir", type=Path, help="write one FILE.<format> per input here")
     cli.add_chunk_ms(parser, 2000.0, "audio per recognizer step in ms (speed only; default 2000)")
+    cli.add_lm_args(parser, finals=True)
     return parser
 
 
@@ -122,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         recognizer = cli.load_recognizer("transcribe", args.model)
+        beam = cli.load_beam(args, recognizer)
         if args.output_dir:
             args.output_dir.mkdir(parents=True, exist_ok=True)
     except (ModelError, OSError) as err:
@@ -137,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in files:
             bar.set_description(path.name[-30:])
             try:
-                result = transcribe_file(recognizer, path, chunk_samples, bar.update)
+                result = transcribe_file(recognizer, path, chunk_samples, bar.update, beam)
             except AudioError as err:
                 tqdm.write(f"asr.transcribe: error: {err}", file=sys.stderr)
                 failed.append(str(path))

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
 import torch
 
-from asr import evaluate
+from asr import cli, evaluate
 from asr.beam import BeamConfig, BeamSearch, arpa_words
-from asr.ctc import greedy_decode
+from asr.ctc import greedy_decode, greedy_tokens
+from asr.endpoint import Segmenter
 from asr import lm
 from asr.lm import build_arpa
 from asr.model_io import default_lm_path
@@ -81,14 +83,16 @@ def emissions(tokenizer: Tokenizer, frames: list[dict[str, float]]) -> torch.Ten
     return torch.stack(rows)
 
 
+SPOKEN = [{"T": 0.9}, {"H": 0.9}, {"E": 0.9}, {"|": 0.9}, {"K": 0.5, "C": 0.4}, {"A": 0.9}, {"T": 0.9},
+          {"|": 0.9}, {"<blank>": 0.9}]  # "THE KAT" greedily, "THE CAT" with the LM
+
+
 def test_beam_search_with_lexicon_corrects_an_acoustic_confusion(tmp_path: Path) -> None:
     tokenizer = Tokenizer("char")
     arpa = tmp_path / "lm.arpa"
     arpa.write_text(build_arpa(CORPUS))
     assert sorted(arpa_words(arpa)) == ["A", "CAT", "DOG", "HOME", "RAN", "SAT", "THE"]
-    spoken = [{"T": 0.9}, {"H": 0.9}, {"E": 0.9}, {"|": 0.9}, {"K": 0.5, "C": 0.4}, {"A": 0.9}, {"T": 0.9},
-              {"|": 0.9}, {"<blank>": 0.9}]
-    logprobs = emissions(tokenizer, spoken)
+    logprobs = emissions(tokenizer, SPOKEN)
     assert tokenizer.decode(greedy_decode(logprobs)) == "THE KAT"
     assert BeamSearch(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0))(logprobs) == "THE CAT"
     assert BeamSearch(tokenizer, arpa)(logprobs[:0]) == ""
@@ -113,3 +117,34 @@ def test_evaluate_beam_uses_the_bundled_lm(tmp_path: Path, capsys, speech_wav: P
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("WER=")
     saved = json.loads(report.read_text())
     assert saved["decoder"] == "beam" and set(saved["utterances"][0]["hyp"].split()) <= set(arpa_words(default_lm_path()))
+
+
+def test_segment_finals_come_from_the_beam_and_partials_stay_greedy(tmp_path: Path) -> None:
+    tokenizer = Tokenizer("char")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    logprobs = emissions(tokenizer, SPOKEN)
+    beam = BeamSearch(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0))
+    tokens = beam.tokens(logprobs, offset=100)
+    assert tokenizer.decode([t.id for t in tokens]) == "THE CAT"
+    assert [t.frame for t in tokens if tokenizer.decode([t.id])] == [100, 101, 102, 104, 105, 106]
+    segmenter = Segmenter(SimpleNamespace(frame_seconds=0.04, tokenizer=tokenizer), beam=beam)
+    partial = segmenter.update(greedy_tokens(logprobs)[0], logprobs, logprobs.shape[0], 0.36, 1.0)
+    assert [(e.text, e.is_final) for e in partial] == [("THE KAT", False)]
+    final = segmenter.finish(logprobs.shape[0], 0.36)
+    assert (final.text, final.is_final) == ("THE CAT", True)
+    assert [(w.word, round(w.start, 2), round(w.end, 2)) for w in final.words] == [("THE", 0.0, 0.12), ("CAT", 0.16, 0.28)]
+
+
+def test_cli_decoder_choice(tmp_path: Path) -> None:
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    recognizer = SimpleNamespace(tokenizer=Tokenizer("char"))
+    weights = dict(beam_size=8, lm_weight=1.0, word_score=0.0)
+    # evaluate (no --greedy option): greedy unless --beam or --lm
+    assert cli.load_beam(SimpleNamespace(beam=False, lm=None, model=None, **weights), recognizer) is None
+    assert isinstance(cli.load_beam(SimpleNamespace(beam=False, lm=str(arpa), model="m", **weights), recognizer),
+                      BeamSearch)
+    # stream / transcribe: --greedy wins over everything; a model of your own is greedy unless --lm
+    assert cli.load_beam(SimpleNamespace(greedy=True, beam=False, lm=str(arpa), model=None, **weights), recognizer) is None
+    assert cli.load_beam(SimpleNamespace(greedy=False, beam=False, lm=None, model="m", **weights), recognizer) is None

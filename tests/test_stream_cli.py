@@ -113,7 +113,7 @@ def test_segments_do_not_depend_on_chunk_size() -> None:
 def test_segmenter_keeps_only_the_open_segment() -> None:
     segmenter = Segmenter(ScriptedRecognizer())
     for n in range(200):  # 200 segments of one token each, 2 s apart
-        segmenter.update([Token(CHAR["A"], n * 50)], n * 50 + 1, n * 2.0, 0.0)
+        segmenter.update([Token(CHAR["A"], n * 50)], torch.zeros(50, 30), n * 50 + 1, n * 2.0, 0.0)
     assert len(segmenter.tokens) <= 1 and segmenter.index == 199
 
 
