@@ -58,7 +58,9 @@ def load_beam(args: argparse.Namespace, recognizer: Recognizer) -> BeamSearch | 
     if getattr(args, "greedy", False):
         return None
     by_default = hasattr(args, "greedy") and args.model is None and default_model_path() is not None
-    lm = args.lm or ((args.beam or by_default) and default_lm_path())
-    if args.beam and not lm:
+    lm = args.lm
+    if lm is None and (args.beam or by_default):
+        lm = default_lm_path()
+    if args.beam and lm is None:
         raise FileNotFoundError("--beam: no word LM is bundled; give one with --lm PATH")
     return BeamSearch(recognizer.tokenizer, lm, BeamConfig(args.beam_size, args.lm_weight, args.word_score)) if lm else None

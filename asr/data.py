@@ -102,8 +102,8 @@ class SpeechDataset(Dataset):
 
         Clean features are cached (as float16) when caching is on: decoding and resampling then
         happen once per (utterance, speed) instead of once per epoch."""
-        key = (audio, speed)
-        if snr_db is None and self.cache is not None and key in self.cache:
+        key, cacheable = (audio, speed), snr_db is None and self.cache is not None
+        if cacheable and key in self.cache:
             return self.cache[key].float()
         wave = load_audio(audio)
         if speed != 1.0:  # play faster/slower: resample as if recorded at rate * speed
@@ -112,7 +112,7 @@ class SpeechDataset(Dataset):
             wave = add_noise(wave, snr_db)
         with torch.no_grad():
             feats = self.fbank(wave[None])[0]
-        if snr_db is None and self.cache is not None:
+        if cacheable:
             self.cache[key] = feats.half()
         return feats
 
