@@ -2,8 +2,8 @@
 
     python -m asr.bench_attention [--minutes 1 10 60] [--window 50] [--max-gb 8] [--threads 1] [--json]
 
-Uses the default model config (EncoderConfig(), 40 ms encoder frames) with random weights on
-random log-mel features (the cost does not depend on the values). The windowed model runs
+Uses the bundled model's architecture (its config, 40 ms encoder frames; `EncoderConfig()` if no model
+ships) with random weights on random log-mel features (the cost does not depend on the values). The windowed model runs
 through `Encoder.stream` in 500 ms chunks (linear time, bounded state); the full-attention model
 runs `Encoder.forward` on the whole input, whose dense (T x T) masks and scores grow
 quadratically, so it is only tried while their estimated size stays under --max-gb.
@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from asr.encoder import Encoder, EncoderConfig
+from asr.model_io import default_model_path, load_model
 
 FRAMES_PER_SECOND = 100  # feature frames (10 ms hop)
 CHUNK_FRAMES = 50  # 500 ms
@@ -44,6 +45,12 @@ class Measurement:
 
 def encoder_frames(minutes: float, cfg: EncoderConfig) -> int:
     return round(minutes * 60 * FRAMES_PER_SECOND) // cfg.subsampling
+
+
+def describe(cfg: EncoderConfig) -> str:
+    """One line naming the architecture a benchmark ran."""
+    return (f"d_model {cfg.d_model}, {cfg.n_layers} layers, {cfg.n_heads} heads, subsampling {cfg.subsampling} "
+            f"({cfg.frontend} front end), conv module kernel {cfg.conv_kernel}")
 
 
 def dense_attention_gb(frames: int, heads: int) -> float:
@@ -71,11 +78,12 @@ def _reset_peak() -> None:
 
 
 @torch.inference_mode()
-def measure(window: int | None, minutes: float, threads: int = 1, seed: int = 0) -> Measurement:
-    """Run the encoder once over `minutes` of random features in this process."""
+def measure(window: int | None, minutes: float, threads: int = 1, seed: int = 0,
+            base: EncoderConfig | None = None) -> Measurement:
+    """Run an encoder (`base`'s architecture with this window) once over `minutes` of random features."""
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
-    cfg = EncoderConfig(window=window, dropout=0.0)
+    cfg = replace(base or EncoderConfig(), window=window, dropout=0.0)
     encoder = Encoder(cfg).eval()
     feats = torch.randn(1, round(minutes * 60 * FRAMES_PER_SECOND), cfg.n_mels)
     encoder.stream(feats[:, :200], CHUNK_FRAMES)  # warm-up
@@ -89,25 +97,34 @@ def measure(window: int | None, minutes: float, threads: int = 1, seed: int = 0)
     return Measurement(mode, minutes, out.shape[1], seconds, (peak - before) / 1024)
 
 
-def measure_in_subprocess(window: int | None, minutes: float, threads: int, timeout: float = 1800) -> Measurement:
+def measure_in_subprocess(window: int | None, minutes: float, threads: int, base: EncoderConfig,
+                          timeout: float = 1800) -> Measurement:
     """`measure` in a fresh Python process, so the peak RSS belongs to this run alone."""
     args = [sys.executable, "-m", "asr.bench_attention", "--child", str(window or 0), str(minutes),
-            "--threads", str(threads)]
+            "--threads", str(threads), "--config-json", json.dumps(asdict(base))]
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     mode = "full" if window is None else f"window {window}"
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return Measurement(mode, minutes, encoder_frames(minutes, EncoderConfig()), note=f"failed: {reason}")
+        return Measurement(mode, minutes, encoder_frames(minutes, base), note=f"failed: {reason}")
     return Measurement(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def scaling(minutes: list[float], window: int = 50, max_gb: float = 8.0, threads: int = 1) -> list[Measurement]:
-    """Windowed and full attention at each length; full attention is skipped past `max_gb`."""
-    cfg = EncoderConfig()
+def bundled_config() -> EncoderConfig:
+    """The shipped default model's architecture, or `EncoderConfig()` when no model ships."""
+    path = default_model_path()
+    return load_model(path)[0].cfg if path else EncoderConfig()
+
+
+def scaling(minutes: list[float], window: int = 50, max_gb: float = 8.0, threads: int = 1,
+            cfg: EncoderConfig | None = None) -> list[Measurement]:
+    """Windowed and full attention at each length for `cfg`'s architecture (default: the bundled
+    model's); full attention is skipped past `max_gb`."""
+    cfg = cfg or bundled_config()
     rows = []
     for m in minutes:
         frames = encoder_frames(m, cfg)
-        row = measure_in_subprocess(window, m, threads)
+        row = measure_in_subprocess(window, m, threads, cfg)
         if not row.note:  # Encoder.stream returns all log-probs: chunks plus their concatenation
             row.note = f"includes the returned log-probs, ~{frames * cfg.vocab_size * 8 / 1e6:.0f} MB"
         rows.append(row)
@@ -116,7 +133,7 @@ def scaling(minutes: list[float], window: int = 50, max_gb: float = 8.0, threads
             rows.append(Measurement("full", m, frames, estimate_gb=estimate,
                                     note=f"not run: dense attention needs ~{estimate:.0f} GB > {max_gb:g} GB"))
         else:
-            row = measure_in_subprocess(None, m, threads)
+            row = measure_in_subprocess(None, m, threads, cfg)
             row.estimate_gb = estimate
             rows.append(row)
     return rows
@@ -164,21 +181,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     parser.add_argument("--child", nargs=2, metavar=("WINDOW", "MINUTES"), help=argparse.SUPPRESS)
+    parser.add_argument("--config-json", help=argparse.SUPPRESS)  # the child's EncoderConfig
     args = parser.parse_args(argv)
     if args.child:
         window, minutes = int(args.child[0]) or None, float(args.child[1])
-        print(json.dumps(asdict(measure(window, minutes, args.threads))))
+        base = EncoderConfig(**json.loads(args.config_json)) if args.config_json else None
+        print(json.dumps(asdict(measure(window, minutes, args.threads, base=base))))
         return 0
     if any(m <= 0 for m in args.minutes) or args.window < 1 or args.threads < 1:
         parser.error("--minutes, --window and --threads must be positive")
-    rows = scaling(args.minutes, args.window, args.max_gb, args.threads)
+    cfg = bundled_config()
+    rows = scaling(args.minutes, args.window, args.max_gb, args.threads, cfg)
     if args.json:
         for row in rows:
             print(json.dumps(asdict(row)))
     else:
-        cfg = EncoderConfig()
-        print(f"EncoderConfig(): d_model {cfg.d_model}, {cfg.n_layers} layers, {cfg.n_heads} heads, "
-              f"subsampling {cfg.subsampling}; {args.threads} thread(s)\n")
+        print(f"{describe(cfg)}; {args.threads} thread(s)\n")
         print(table(rows))
     failed = [r for r in rows if r.note.startswith("failed")]
     return 1 if failed else 0

@@ -29,7 +29,7 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from asr.audio import SAMPLE_RATE  # noqa: E402
 from asr.beam import BeamSearch  # noqa: E402
-from asr.bench_attention import chunk_speed, scaling  # noqa: E402
+from asr.bench_attention import chunk_speed, describe, scaling  # noqa: E402
 from asr.recognizer import Recognizer  # noqa: E402
 from asr.cli import load_recognizer  # noqa: E402
 from asr.model_io import default_lm_path  # noqa: E402
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     log("memory")
     results["memory"] = memory_runs(args)
     log("scaling")
-    results["scaling"] = [{**asdict(m), "rtf": m.rtf} for m in scaling(args.scaling_minutes)]
+    results["scaling"] = [{**asdict(m), "rtf": m.rtf} for m in scaling(args.scaling_minutes, cfg=recognizer.encoder.cfg)]
     log("attention presets")
     results["presets"] = presets(recognizer, args.preset_seconds)
     first = results["sets"][0]
@@ -270,11 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     results["targets"] = targets(results)
     results["meta"] = {"command": "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
                        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
-                       "torch": torch.__version__, "model": args.model or "bundled default", "lm": str(lm) if beam else None,
+                       "torch": torch.__version__, "model": args.model or "bundled default", "lm": (args.lm or "bundled default") if beam else None,
                        "untrained": bool(recognizer.info.get("untrained")), "limit": args.limit, "smoke": args.smoke,
                        "chunk_ms": args.chunk_ms, "peer_limit": args.peer_limit, "rerun_limit": args.rerun_limit,
                        "endpoint_limit": args.endpoint_limit, "preset_seconds": args.preset_seconds,
                        "d_model": recognizer.encoder.cfg.d_model, "n_layers": recognizer.encoder.cfg.n_layers,
+                       "architecture": describe(recognizer.encoder.cfg),
                        "set_notes": [f"{s.name} ({s.note or s.manifest})" for s in sets], "elapsed_min": (time.perf_counter() - began) / 60}
     plots, note = make_plots(results, args.out)
     (args.out / "RESULTS.md").write_text(render(results, plots, note))
