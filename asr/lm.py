@@ -9,7 +9,12 @@ the vocabulary plus <unk>. In ARPA form a listed n-gram carries its interpolated
 and each history carries gamma(h) as its back-off weight, so a back-off reader (KenLM) computes
 exactly the model above.
 
-    python -m asr.lm --out lm.arpa TEXT_OR_MANIFEST [...]     (text: one sentence a line)
+With --min-count C, n-grams (n >= 2) seen fewer than C times are not listed (pruning keeps a large
+corpus's model small). A reader then backs off for them, and each history's back-off weight is
+recomputed so that p(. | h) still sums to one:
+gamma'(h) = (1 - sum of listed p(w | h)) / (1 - sum over the same w of p(w | h')).
+
+    python -m asr.lm --out lm.arpa [--min-count 2] TEXT_OR_MANIFEST [...]   (text: one sentence a line)
 """
 from __future__ import annotations
 
@@ -44,8 +49,9 @@ def discount(counts: Counter) -> float:
     return min(max(n1 / (n1 + 2 * n2), 0.1), 0.9) if n1 + n2 else 0.5
 
 
-def build_arpa(sentences: Iterable[str], order: int = 3) -> str:
-    """ARPA text of an `order`-gram model of normalised `sentences`."""
+def build_arpa(sentences: Iterable[str], order: int = 3, min_count: int = 1) -> str:
+    """ARPA text of an `order`-gram model of normalised `sentences`, listing only the n-grams (n >= 2)
+    seen at least `min_count` times."""
     counts = count_ngrams(sentences, order)
     vocab = sorted(w for (w,) in counts[1])
     total = sum(counts[1].values())
@@ -67,6 +73,8 @@ def build_arpa(sentences: Iterable[str], order: int = 3) -> str:
         for gram, c in counts[n].items():
             lower = lower_prob(gram[1:], probs, backoffs)
             probs[n][gram] = (c - d) / history_count[gram[:-1]] + backoffs[gram[:-1]] * lower
+        if min_count > 1:
+            prune(counts[n], probs, backoffs, min_count)
     lines = ["\\data\\"] + [f"ngram {n}={len(probs[n]) + (n == 1)}" for n in range(1, order + 1)] + [""]
     for n in range(1, order + 1):
         lines.append(f"\\{n}-grams:")
@@ -77,11 +85,27 @@ def build_arpa(sentences: Iterable[str], order: int = 3) -> str:
             logp = -99.0 if p <= 0 else math.log10(p)
             line = f"{logp:.6f}\t{' '.join(gram)}"
             if n < order and gram in backoffs:
-                line += f"\t{math.log10(backoffs[gram]):.6f}"
+                line += f"\t{math.log10(backoffs[gram]) if backoffs[gram] > 0 else -99.0:.6f}"
             lines.append(line)
         lines.append("")
     lines.append("\\end\\")
     return "\n".join(lines) + "\n"
+
+
+def prune(counts: Counter, probs: list[dict[tuple, float]], backoffs: dict[tuple, float], min_count: int) -> None:
+    """Unlist the n-grams of `counts` (one order n) seen fewer than `min_count` times and renormalise
+    the back-off weights of their histories, in place."""
+    n = len(next(iter(counts)))
+    listed_mass: defaultdict[tuple, float] = defaultdict(float)  # sum of listed p(w | h)
+    lower_mass: defaultdict[tuple, float] = defaultdict(float)  # sum of p(w | h') over the same w
+    for gram, c in counts.items():
+        if c < min_count:
+            del probs[n][gram]
+        else:
+            listed_mass[gram[:-1]] += probs[n][gram]
+            lower_mass[gram[:-1]] += lower_prob(gram[1:], probs, backoffs)
+    for history in {gram[:-1] for gram in counts}:
+        backoffs[history] = max(1 - listed_mass[history], 0.0) / max(1 - lower_mass[history], 1e-12)
 
 
 def lower_prob(gram: tuple, probs: list[dict[tuple, float]], backoffs: dict[tuple, float]) -> float:
@@ -109,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="ARPA file to write")
     parser.add_argument("--order", type=int, default=3)
     parser.add_argument("--split", default="", help="from manifests with a `split` field, read only this split")
+    parser.add_argument("--min-count", type=int, default=1, help="list only n-grams (n >= 2) seen this often")
     args = parser.parse_args(argv)
     sentences = []
     for source in args.sources:
@@ -116,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"asr.lm: error: {source}: no such file", file=sys.stderr)
             return 1
         sentences += read_sentences(source, args.split)
-    args.out.write_text(build_arpa(sentences, args.order), encoding="utf-8")
+    args.out.write_text(build_arpa(sentences, args.order, args.min_count), encoding="utf-8")
     print(f"{args.out}: {args.order}-gram model of {len(sentences)} sentences", file=sys.stderr)
     return 0
 

@@ -44,13 +44,23 @@ def backoff_prob(word: str, history: tuple, probs: dict, backoffs: dict) -> floa
     return 10 ** backoffs.get(history, 0.0) * backoff_prob(word, history[1:], probs, backoffs)
 
 
+@pytest.mark.parametrize("min_count", [1, 2])
 @pytest.mark.parametrize("history", [(), ("<s>",), ("THE",), ("<s>", "THE"), ("THE", "CAT"), ("DOG", "RAN"),
-                                     ("SAT", "THE"), ("HOME",)])
-def test_arpa_is_a_distribution_for_every_history(history: tuple) -> None:
-    probs, backoffs = read_arpa(build_arpa(CORPUS, order=3))
+                                     ("SAT", "THE"), ("HOME",), ("CAT", "SAT"), ("A", "DOG")])
+def test_arpa_is_a_distribution_for_every_history(history: tuple, min_count: int) -> None:
+    probs, backoffs = read_arpa(build_arpa(CORPUS, order=3, min_count=min_count))
     words = [g[0] for g in probs if len(g) == 1 and g[0] != "<s>"]  # vocabulary, </s> and <unk>
     total = sum(backoff_prob(w, history, probs, backoffs) for w in words)
     assert math.isclose(total, 1.0, rel_tol=1e-4), (history, total)
+
+
+def test_pruning_unlists_rare_ngrams_and_keeps_the_vocabulary() -> None:
+    full, _ = read_arpa(build_arpa(CORPUS, order=3))
+    pruned, _ = read_arpa(build_arpa(CORPUS, order=3, min_count=2))
+    assert {g for g in full if len(g) == 1} == {g for g in pruned if len(g) == 1}
+    assert ("THE", "CAT") in pruned and ("THE", "CAT", "SAT") in pruned  # seen 3 and 2 times
+    assert ("DOG", "RAN") not in pruned and ("A", "DOG", "RAN") not in pruned  # seen once
+    assert ("A", "DOG", "RAN") in full
 
 
 def test_seen_continuations_beat_unseen_ones() -> None:

@@ -85,6 +85,8 @@ def test_prepare_small_corpus(tmp_path: Path) -> None:
     assert not {r["text"] for r in train} & held_text
     assert not {r["speaker"] for r in train} & held_voices
     assert {r["text"] for r in check} <= held_text
+    lm_text = set((out / "train_text.txt").read_text().splitlines())  # the word LM's text
+    assert {r["text"] for r in train} <= lm_text and not lm_text & (held_text | {"KATE LOVES CHINA"})
 
     # a re-run reuses the files and writes the same manifests
     before = (out / "train.jsonl").read_text(), (out / "check.jsonl").read_text()

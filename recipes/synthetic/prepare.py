@@ -3,8 +3,10 @@
     python recipes/synthetic/prepare.py --text-dir ../shared/data/text --out data/synthetic \
         --hours-train 8 --jobs 2 [--engines espeak flite festival hibari piper kokoro]
 
-Writes <out>/train.jsonl and <out>/check.jsonl ({"audio", "duration", "text", "speaker"}) and
-16 kHz mono FLAC under <out>/audio/<speaker>/. Files that exist are reused (resume); the manifests
+Writes <out>/train.jsonl and <out>/check.jsonl ({"audio", "duration", "text", "speaker"}),
+16 kHz mono FLAC under <out>/audio/<speaker>/, and <out>/train_text.txt: every training-side sentence
+(normalised, synthesised or not; never a held-out or dev one), the text for the word LM. --text-only
+writes just that file. Files that exist are reused (resume); the manifests
 are rewritten atomically after every round. Deterministic given --seed. See README.md beside this file.
 """
 from __future__ import annotations
@@ -224,22 +226,27 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=4, help="manifests are rewritten after each round")
     p.add_argument("--max-sentences", type=int, default=0, help="use only the first N train/held sentences (tests)")
+    p.add_argument("--text-only", action="store_true", help="only write <out>/train_text.txt, then exit")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
 
-    engines = [e for e in a.engines if E.available(e)]
-    for e in sorted(set(a.engines) - set(engines)):
-        log.warning("engine %s is not available here: skipped", e)
-    if not engines:
-        sys.exit("no TTS engine available")
     dev = a.dev_manifest or a.text_dir.parent / "speechocean762" / "dev.jsonl"
     exclude = {normalize(json.loads(line)["text"]) for line in dev.open()} if dev.exists() else set()
     train_s, held_s = load_sentences(a.text_dir, exclude)
     if a.max_sentences:
         train_s, held_s = train_s[: a.max_sentences], held_s[: a.max_sentences]
-    log.info("%d train sentences, %d held-out sentences, %d dev transcripts excluded; engines %s",
-             len(train_s), len(held_s), len(exclude), engines)
     a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "train_text.txt").write_text("".join(f"{s.text}\n" for s in train_s), encoding="utf-8")
+    log.info("%d train sentences (%s), %d held-out sentences, %d dev transcripts excluded",
+             len(train_s), a.out / "train_text.txt", len(held_s), len(exclude))
+    if a.text_only:
+        return
+    engines = [e for e in a.engines if E.available(e)]
+    for e in sorted(set(a.engines) - set(engines)):
+        log.warning("engine %s is not available here: skipped", e)
+    if not engines:
+        sys.exit("no TTS engine available")
+    log.info("engines %s", engines)
 
     # Each engine reads its own slice of one shuffled sentence list, so engines never share a sentence.
     order = np.random.default_rng(a.seed).permutation(len(train_s))

@@ -1,0 +1,75 @@
+"""Choose the word LM's weight and per-word score on a validation set (grid search).
+
+    python -m asr.tune_lm --manifest DEV.jsonl [--model PATH] [--lm LM.arpa]
+                          [--lm-weights 0.5 1 1.5] [--word-scores -1 0 1] [--beam-size 32] [--limit N]
+
+The acoustic model runs once per utterance; each grid point only re-runs the beam search over the
+saved log-probs. Prints WER/CER per point and, last, the best point as
+`best: --lm-weight W --word-score S WER=<pct> CER=<pct>`. Tune on a validation set (speechocean762 dev),
+never on a test set; then pass the chosen values to asr.stream/transcribe/evaluate, or make them the
+defaults in `asr.beam.BeamConfig` when they belong to the bundled model and LM.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from itertools import product
+
+from asr import cli
+from asr.audio import AudioError, load_audio
+from asr.beam import BeamConfig, BeamSearch
+from asr.evaluate import Score, score
+from asr.manifest import ManifestError, read_manifest
+from asr.model_io import ModelError, default_lm_path
+from asr.text import normalize
+
+
+def grid_search(logprobs: list, refs: list[str], tokenizer, lm: str, weights: list[float], scores: list[float],
+                beam_size: int) -> list[tuple[float, float, Score, Score]]:
+    """(lm_weight, word_score, word score, char score) for every grid point."""
+    rows = []
+    for weight, word_score in product(weights, scores):
+        search = BeamSearch(tokenizer, lm, BeamConfig(beam_size, weight, word_score))
+        words, chars = Score(), Score()
+        for lp, ref in zip(logprobs, refs):
+            w, c, _ = score(ref, normalize(search(lp)))
+            words.add(w)
+            chars.add(c)
+        rows.append((weight, word_score, words, chars))
+        print(f"lm_weight={weight:g} word_score={word_score:g} WER={words.rate() * 100:.2f} "
+              f"CER={chars.rate() * 100:.2f}", flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m asr.tune_lm", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--manifest", required=True, help="validation manifest (JSON Lines with audio and text)")
+    parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    parser.add_argument("--lm", help="ARPA word LM; default: the bundled one")
+    parser.add_argument("--split", default="", help="only the manifest rows of this split")
+    parser.add_argument("--limit", type=int, help="only the first N utterances")
+    parser.add_argument("--lm-weights", type=float, nargs="+", default=[0.5, 1.0, 1.5])
+    parser.add_argument("--word-scores", type=float, nargs="+", default=[-1.0, 0.0, 1.0])
+    parser.add_argument("--beam-size", type=int, default=BeamConfig().beam_size)
+    args = parser.parse_args(argv)
+    lm = args.lm or default_lm_path()
+    try:
+        if lm is None:
+            raise FileNotFoundError("no word LM is bundled; give one with --lm PATH")
+        utterances = read_manifest(args.manifest, args.split)[: args.limit]
+        recognizer = cli.load_recognizer("tune_lm", args.model)
+        logprobs = [recognizer.offline_logprobs(load_audio(u.audio)) for u in utterances]
+        rows = grid_search(logprobs, [normalize(u.text) for u in utterances], recognizer.tokenizer, str(lm),
+                           args.lm_weights, args.word_scores, args.beam_size)
+    except (ManifestError, ModelError, AudioError, FileNotFoundError) as err:
+        print(f"asr.tune_lm: error: {err}", file=sys.stderr)
+        return 1
+    weight, word_score, words, chars = min(rows, key=lambda r: (r[2].rate(), r[3].rate()))
+    print(f"best: --lm-weight {weight:g} --word-score {word_score:g} WER={words.rate() * 100:.2f} "
+          f"CER={chars.rate() * 100:.2f} utts={len(logprobs)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
