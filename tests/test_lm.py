@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from asr import cli, evaluate
+from asr import cli, evaluate, tune_lm
 from asr.beam import BeamConfig, BeamSearch, arpa_words
 from asr.ctc import greedy_decode, greedy_tokens
 from asr.endpoint import Segmenter
@@ -158,3 +158,28 @@ def test_cli_decoder_choice(tmp_path: Path) -> None:
     # stream / transcribe: --greedy wins over everything; a model of your own is greedy unless --lm
     assert cli.load_beam(SimpleNamespace(greedy=True, beam=False, lm=str(arpa), model=None, **weights), recognizer) is None
     assert cli.load_beam(SimpleNamespace(greedy=False, beam=False, lm=None, model="m", **weights), recognizer) is None
+
+
+def test_tune_lm_scores_every_grid_point(tmp_path: Path) -> None:
+    tokenizer = Tokenizer("char")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    logprobs = emissions(tokenizer, SPOKEN)  # greedy "THE KAT": WER 50% against "THE CAT"
+    rows = tune_lm.grid_search([logprobs], ["THE CAT"], tokenizer, str(arpa), [0.5, 1.0], [-1.0, 0.0], 16)
+    assert [(weight, word_score) for weight, word_score, _, _ in rows] == [(0.5, -1.0), (0.5, 0.0), (1.0, -1.0), (1.0, 0.0)]
+    assert all(words.ref == 2 for _, _, words, _ in rows) and min(r[2].rate() for r in rows) == 0.0
+
+
+def test_tune_lm_cli(tmp_path: Path, capsys, speech_wav: Path, model_path: Path) -> None:
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"audio": str(speech_wav), "duration": 2.0, "text": "THE CAT SAT"}) + "\n")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    args = ["--manifest", str(manifest), "--model", str(model_path), "--lm", str(arpa)]
+    assert tune_lm.main([*args, "--lm-weights", "0.5", "1", "--word-scores", "0"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 3 and out[0].startswith("lm_weight=0.5 word_score=0 WER=")
+    assert out[-1].startswith("best: --lm-weight ") and out[-1].endswith("utts=1")
+    assert tune_lm.main([*args[:-1], str(tmp_path / "missing.arpa")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("asr.tune_lm: error:") and "missing.arpa" in err[0]
