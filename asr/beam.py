@@ -63,6 +63,7 @@ class BeamSearch:
     def __init__(self, tokenizer: Tokenizer, arpa: str | Path, cfg: BeamConfig = BeamConfig()):
         from torchaudio.models.decoder import ctc_decoder  # needs flashlight-text
 
+        self.tokenizer = tokenizer
         arpa = Path(arpa)
         if not arpa.is_file():
             raise FileNotFoundError(f"{arpa}: no such language model file")
@@ -91,9 +92,9 @@ class BeamSearch:
         return hypotheses[0] if hypotheses else None
 
     def __call__(self, logprobs: Tensor) -> str:
-        """(T, V) log-probs of one utterance -> the best word sequence."""
-        best = self._best(logprobs)
-        return " ".join(best.words) if best else ""
+        """(T, V) log-probs of one utterance -> the best hypothesis's text (decoded from its units,
+        exactly as the segment finals of `tokens` are)."""
+        return self.tokenizer.decode([token.id for token in self.tokens(logprobs)])
 
     def tokens(self, logprobs: Tensor, offset: int = 0) -> list[Token]:
         """(T, V) -> the best hypothesis as tokens (model ids) at their frames (+ `offset`), blanks
