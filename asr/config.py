@@ -57,7 +57,9 @@ class TrainConfig:
     init_from: str | None = None  # start from this exported model's weights, tokenizer and CMVN
     seed: int = 0
     threads: int = 2  # torch intra-op threads on CPU
-    checkpoint_every_steps: int = 200
+    checkpoint_every_steps: int = 200  # last.ckpt, for resuming
+    keep_every_steps: int = 500  # step<N>.ckpt: the newest keep_checkpoints of these stay, for averaging
+    keep_checkpoints: int = 6
     select_by: str = "val_cer"  # validation metric that picks best.ckpt (CER tracks progress before WER moves)
     cmvn_utterances: int = 400  # training utterances used to estimate the global mean/std
 

@@ -76,26 +76,32 @@ def train(cfg: TrainConfig) -> Path:
              sum(u.duration for u in data.train_utts) / 3600, len(data.valid_utts),
              sum(p.numel() for p in module.encoder.parameters()) / 1e6)
     checkpoints = [
-        ModelCheckpoint(dirpath=ckpt_dir, filename="step{step}", save_last=True, every_n_train_steps=cfg.checkpoint_every_steps,
-                        save_top_k=1, auto_insert_metric_name=False),
         ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor=cfg.select_by, mode="min", save_top_k=1),
+        ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=0, every_n_train_steps=cfg.checkpoint_every_steps),
+        ModelCheckpoint(dirpath=ckpt_dir, filename="step{step}", every_n_train_steps=cfg.keep_every_steps,  # to average
+                        save_top_k=cfg.keep_checkpoints, monitor="step", mode="max", auto_insert_metric_name=False),
     ]
     trainer = L.Trainer(**OmegaConf.to_container(OmegaConf.structured(cfg.trainer)),
                         default_root_dir=run_dir, logger=CSVLogger(run_dir, name="logs"),
                         callbacks=[*checkpoints, LearningRateMonitor("step")])
     trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None)
-    best = checkpoints[1].best_model_path or str(last)
-    return export_checkpoint(run_dir, Path(best))
+    best = checkpoints[0].best_model_path or str(last)
+    return export_checkpoint(run_dir, [Path(best)])
 
 
-def export_checkpoint(run_dir: Path, checkpoint: Path, out: Path | None = None) -> Path:
-    """Write a Lightning checkpoint of the run as a self-contained model file (default run_dir/model.safetensors)."""
+def export_checkpoint(run_dir: Path, checkpoints: list[Path], out: Path | None = None) -> Path:
+    """Write Lightning checkpoints of the run as a self-contained model file (default run_dir/model.safetensors).
+    Several checkpoints are averaged weight by weight (as WeNet and icefall do with their last epochs)."""
     encoder, tokenizer, _ = load_model(run_dir / "initial.safetensors")  # config, tokenizer, CMVN
-    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    encoder.load_state_dict({k.removeprefix("encoder."): v for k, v in ckpt["state_dict"].items()})
+    states = [torch.load(path, map_location="cpu", weights_only=True) for path in checkpoints]
+    average = {k.removeprefix("encoder."): sum(s["state_dict"][k].double() for s in states) / len(states)
+               for k in states[0]["state_dict"]}
+    encoder.load_state_dict({k: v.to(encoder.state_dict()[k].dtype) for k, v in average.items()})
     out = out or run_dir / "model.safetensors"
-    save_model(out, encoder, tokenizer, {"checkpoint": checkpoint.name, "steps": ckpt["global_step"]})
-    log.info("exported %s (from %s, step %d)", out, checkpoint, ckpt["global_step"])
+    steps = [s["global_step"] for s in states]
+    save_model(out, encoder, tokenizer, {"checkpoints": [p.name for p in checkpoints], "steps": max(steps),
+                                         "averaged_steps": steps if len(steps) > 1 else None})
+    log.info("exported %s (from %s, steps %s)", out, ", ".join(map(str, checkpoints)), steps)
     return out
 
 

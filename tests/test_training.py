@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from asr.audio import load_audio
 from asr.model_io import load_model
 from asr.recognizer import Recognizer
-from asr.train import train
+from asr.train import export_checkpoint, train
 from helpers import CONF
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -60,10 +60,23 @@ def test_tiny_model_overfits_twenty_utterances(tmp_path):
 def test_interrupted_run_resumes_from_last_checkpoint(tmp_path):
     manifest = small_manifest(tmp_path, 8)
     run = tmp_path / "run"
-    train(config(run, manifest, "trainer.max_steps=3", "checkpoint_every_steps=1"))
+    keep = ["checkpoint_every_steps=1", "keep_every_steps=1", "keep_checkpoints=2"]
+    train(config(run, manifest, "trainer.max_steps=3", *keep))
     first = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert first["global_step"] == 3
-    train(config(run, manifest, "trainer.max_steps=5", "checkpoint_every_steps=1"))
+    train(config(run, manifest, "trainer.max_steps=5", *keep))
     second = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert second["global_step"] == 5  # continued from step 3, not restarted
     assert (run / "model.safetensors").is_file() and (run / "config.yaml").is_file()
+
+    # the newest keep_checkpoints step checkpoints stay, and exporting several averages their weights
+    # (Lightning forgets the kept list on resume, so one from before the interruption may linger)
+    names = {p.name for p in (run / "checkpoints").glob("step*.ckpt")}
+    assert {"step4.ckpt", "step5.ckpt"} <= names and not {"step1.ckpt", "step2.ckpt"} & names
+    kept = [run / "checkpoints" / "step4.ckpt", run / "checkpoints" / "step5.ckpt"]
+    averaged = load_model(export_checkpoint(run, kept, tmp_path / "avg.safetensors"))[0].state_dict()
+    a, b = (torch.load(p, map_location="cpu", weights_only=True)["state_dict"] for p in kept)
+    moved = [k for k in averaged if averaged[k].is_floating_point() and not torch.equal(a[f"encoder.{k}"], b[f"encoder.{k}"])]
+    assert moved  # the two steps differ, so the average is a new point
+    for k in moved:
+        torch.testing.assert_close(averaged[k], (a[f"encoder.{k}"] + b[f"encoder.{k}"]) / 2)
