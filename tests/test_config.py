@@ -29,6 +29,9 @@ def test_default_is_w50_h4_with_experiments():
     assert (cfg.model.window, cfg.model.n_heads) == (50, 4)
     assert any("speechocean762/train.jsonl" in s.manifest for s in cfg.data.train)
     assert compose_train("experiment=fsdd").tokenizer.kind == "char"
+    stage2 = compose_train("experiment=mixture_finetune")  # stage 2 builds on mixture and replaces its sources
+    assert [s.repeat for s in stage2.data.train] == [4, 8, 1] and stage2.data.augment.time_masks == 2
+    assert stage2.optim.lr < cfg.optim.lr and stage2.tokenizer.kind == cfg.tokenizer.kind == "char"
 
 
 @pytest.mark.parametrize("bad, named", [
