@@ -48,7 +48,7 @@ class Emission:
     text: str  # the segment's whole text so far
     new: str  # text added since the previous emission of this segment
     is_final: bool  # the segment is closed and will not change again
-    compute_ms: float  # time spent in recognizer.step for the chunk that produced this
+    compute_ms: float  # recognizer.step for the chunk that produced this (+ the beam search, for a final)
     end: float = 0.0  # segment end in seconds (finals only)
     words: list[Word] = field(default_factory=list)  # word times (finals only)
 
@@ -104,7 +104,9 @@ class Segmenter:
         inside = [t for t in self.tokens if t.frame < end]
         final = inside
         if self.beam is not None and inside:
+            began = time.perf_counter()
             final = self.beam.tokens(self.logprobs[:end - self.start], offset=self.start)
+            compute_ms += (time.perf_counter() - began) * 1000  # a final's compute includes its beam search
         text = self._text(final)
         emission = None
         if text:

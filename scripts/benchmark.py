@@ -86,7 +86,7 @@ def measure_set(recognizer: Recognizer, clips: list[Clip], chunk: int, endpoint_
     chunk compute, word and endpoint delays."""
     offline = ours.run_offline(recognizer, clips)
     stream = ours.run_streaming(recognizer, clips, chunk)
-    delays, not_fired = ours.endpoint_delays(recognizer, clips[:endpoint_limit], chunk)
+    delays, not_fired = ours.endpoint_delays(recognizer, clips[:endpoint_limit], chunk, beam=beam)
     row = {"utts": len(clips), "offline": ours.summary(offline), "streaming": ours.summary(stream.results, stream.chunk_ms),
            "chunk_ms": ours.percentiles(stream.chunk_ms), "word_delay_s": ours.percentiles(stream.word_delay_s),
            "endpoint_s": ours.endpoint_stats(delays, not_fired)}

@@ -143,6 +143,7 @@ def test_segment_finals_come_from_the_beam_and_partials_stay_greedy(tmp_path: Pa
     assert [(e.text, e.is_final) for e in partial] == [("THE KAT", False)]
     final = segmenter.finish(logprobs.shape[0], 0.36)
     assert (final.text, final.is_final) == ("THE CAT", True)
+    assert final.compute_ms > 0  # finish() adds no step compute: this is the beam search's own time
     assert [(w.word, round(w.start, 2), round(w.end, 2)) for w in final.words] == [("THE", 0.0, 0.12), ("CAT", 0.16, 0.28)]
 
 

@@ -92,13 +92,14 @@ def endpoint_stats(delays: list[float], not_fired: int) -> dict:
     return {**percentiles(delays), "not_endpointed": not_fired, "pad_s": PAD_S}
 
 
-def endpoint_delays(recognizer: Recognizer, clips: list[Clip], chunk: int, pad_s: float = PAD_S
-                    ) -> tuple[list[float], int]:
+def endpoint_delays(recognizer: Recognizer, clips: list[Clip], chunk: int, pad_s: float = PAD_S,
+                    beam: BeamSearch | None = None) -> tuple[list[float], int]:
     """End of speech -> final result through the real emission loop (asr.endpoint.emissions).
 
     Each clip is followed by `pad_s` of faint noise, as a live stream would continue; the delay is
     from the end of the segment's last word (word times) to the moment its final emission is
-    ready (the chunk's delivery time plus its compute). Returns the delays (s) and the number of
+    ready (the chunk's delivery time plus its compute, which includes the final's beam search when
+    `beam` is given, as asr.stream runs by default). Returns the delays (s) and the number of
     utterances whose last segment was only closed by the end of the input (the endpointer never fired)."""
     rng = np.random.default_rng(0)
     delays, not_fired = [], 0
@@ -107,7 +108,7 @@ def endpoint_delays(recognizer: Recognizer, clips: list[Clip], chunk: int, pad_s
         wave = torch.cat([clip.wave, pad])
         total = wave.numel() / SAMPLE_RATE
         chunks = (wave[s:s + chunk] for s in range(0, wave.numel(), chunk))
-        finals = [e for e in emissions(recognizer, chunks) if e.is_final and e.words]
+        finals = [e for e in emissions(recognizer, chunks, beam=beam) if e.is_final and e.words]
         if not finals:
             continue
         last = finals[-1]

@@ -135,7 +135,9 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
             "included: there is no reference alignment). End of speech -> final: each utterance is followed by "
             f"{results['latency']['endpoint_s'].get('pad_s', 0):g} s of faint noise and streamed through the "
             "emission loop with endpointing (`asr.endpoint`); delay from the last word's end to the final "
-            f"emission being ready (first {meta['endpoint_limit']} utterances per set).\n",
+            f"emission being ready (first {meta['endpoint_limit']} utterances per set)"
+            + (", its beam search with the word LM included (the default finals)" if meta.get("lm") else
+               ", greedy finals") + ".\n",
             latency_table(results), "",
             "## 3. Speed\n", f"Streaming and whole-utterance decoding of {results['speed']['clips']} utterances "
             "of the first set, per torch thread count:\n", speed_table(results), ""]
