@@ -17,6 +17,21 @@ def _positive_ms(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1 (got {text})")
+    return value
+
+
+def add_manifest_args(parser: argparse.ArgumentParser) -> None:
+    """Add --manifest (required), --model, --split and --limit: the options of tools that score a manifest."""
+    parser.add_argument("--manifest", required=True, help="JSON Lines manifest with audio and text")
+    parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    parser.add_argument("--split", default="", help="only the manifest rows of this split (e.g. test for FSDD)")
+    parser.add_argument("--limit", type=_positive_int, help="only the first N utterances")
+
+
 def add_chunk_ms(parser: argparse.ArgumentParser, default: float, help: str) -> None:
     """Add --chunk-ms (milliseconds of audio per recognizer step, > 0)."""
     parser.add_argument("--chunk-ms", type=_positive_ms, default=default, help=help)

@@ -139,17 +139,12 @@ def summarize(results: list[UttResult], latencies: list[float]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asr.evaluate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", required=True, help="JSON Lines manifest with audio and text")
-    parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    cli.add_manifest_args(parser)
     parser.add_argument("--streaming", action="store_true", help="feed the audio in chunks of --chunk-ms")
     cli.add_chunk_ms(parser, 500.0, "streaming chunk in ms (default 500)")
     parser.add_argument("--report", type=Path, help="write a per-utterance JSON report with alignments here")
-    parser.add_argument("--split", default="", help="only the manifest rows of this split (e.g. test for FSDD)")
-    parser.add_argument("--limit", type=int, help="evaluate only the first N utterances")
     cli.add_lm_args(parser)
     args = parser.parse_args(argv)
-    if args.limit is not None and args.limit < 1:
-        parser.error(f"--limit must be >= 1 (got {args.limit})")
     try:
         utterances = read_manifest(args.manifest, args.split)[: args.limit]
         recognizer = cli.load_recognizer("evaluate", args.model)

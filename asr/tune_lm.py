@@ -44,11 +44,8 @@ def grid_search(logprobs: list, refs: list[str], tokenizer, lm: str, weights: li
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asr.tune_lm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--manifest", required=True, help="validation manifest (JSON Lines with audio and text)")
-    parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    cli.add_manifest_args(parser)
     parser.add_argument("--lm", help="ARPA word LM; default: the bundled one")
-    parser.add_argument("--split", default="", help="only the manifest rows of this split")
-    parser.add_argument("--limit", type=int, help="only the first N utterances")
     parser.add_argument("--lm-weights", type=float, nargs="+", default=[0.5, 1.0, 1.5])
     parser.add_argument("--word-scores", type=float, nargs="+", default=[-1.0, 0.0, 1.0])
     parser.add_argument("--beam-size", type=int, default=BeamConfig().beam_size)
