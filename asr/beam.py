@@ -25,7 +25,7 @@ from asr.tokenizer import Tokenizer
 @dataclass
 class BeamConfig:
     beam_size: int = 32
-    lm_weight: float = 1.0
+    lm_weight: float = 1.5  # tuned on speechocean762 dev for the bundled model and LM (python -m asr.tune_lm)
     word_score: float = 0.0
 
 
