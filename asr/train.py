@@ -96,7 +96,8 @@ def export_checkpoint(run_dir: Path, checkpoints: list[Path], out: Path | None =
     states = [torch.load(path, map_location="cpu", weights_only=True) for path in checkpoints]
     average = {k.removeprefix("encoder."): sum(s["state_dict"][k].double() for s in states) / len(states)
                for k in states[0]["state_dict"]}
-    encoder.load_state_dict({k: v.to(encoder.state_dict()[k].dtype) for k, v in average.items()})
+    dtypes = {k: v.dtype for k, v in encoder.state_dict().items()}
+    encoder.load_state_dict({k: v.to(dtypes[k]) for k, v in average.items()})
     out = out or run_dir / "model.safetensors"
     steps = [s["global_step"] for s in states]
     save_model(out, encoder, tokenizer, {"checkpoints": [p.name for p in checkpoints], "steps": max(steps),
