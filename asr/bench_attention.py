@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from asr.encoder import Encoder, EncoderConfig
-from asr.model_io import default_model_path, load_model
+from asr.model_io import default_model_path, load_config
 
 FRAMES_PER_SECOND = 100  # feature frames (10 ms hop)
 CHUNK_FRAMES = 50  # 500 ms
@@ -113,7 +113,7 @@ def measure_in_subprocess(window: int | None, minutes: float, threads: int, base
 def bundled_config() -> EncoderConfig:
     """The shipped default model's architecture, or `EncoderConfig()` when no model ships."""
     path = default_model_path()
-    return load_model(path)[0].cfg if path else EncoderConfig()
+    return load_config(path) if path else EncoderConfig()
 
 
 def scaling(minutes: list[float], window: int = 50, max_gb: float = 8.0, threads: int = 1,

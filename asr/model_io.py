@@ -46,8 +46,8 @@ def save_model(path: str | Path, encoder: Encoder, tokenizer: Tokenizer, info: d
     save_file(tensors, str(path), metadata=metadata)
 
 
-def load_model(path: str | Path | None = None) -> tuple[Encoder, Tokenizer, dict]:
-    """Load (encoder in eval mode, tokenizer, info). path=None: the bundled default model."""
+def _checked_path(path: str | Path | None) -> Path:
+    """`path`, or the bundled model for None; ModelError when there is no such file."""
     if path is None:
         path = default_model_path()
         if path is None:
@@ -55,20 +55,46 @@ def load_model(path: str | Path | None = None) -> tuple[Encoder, Tokenizer, dict
     path = Path(path)
     if not path.is_file():
         raise ModelError(f"{path}: no such model file")
+    return path
+
+
+def _invalid(path: Path, err: Exception) -> ModelError:
+    reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+    return ModelError(f"{path}: not a valid asr model file ({reason})")
+
+
+_READ_ERRORS = (SafetensorError, OSError, ValueError, KeyError, RuntimeError, TypeError)
+
+
+def _read_header(path: Path) -> tuple[EncoderConfig, dict[str, str]]:
+    """The model's config and raw metadata, read from the file's header only (no weights)."""
     try:
         with safe_open(str(path), framework="pt") as f:
             metadata = f.metadata() or {}
         if metadata.get("format") != FORMAT:
             raise ModelError(f"{path}: not an asr model (format {metadata.get('format')!r}, expected {FORMAT!r})")
-        cfg = EncoderConfig(**json.loads(metadata["config"]))
+        return EncoderConfig(**json.loads(metadata["config"])), metadata
+    except ModelError:
+        raise
+    except _READ_ERRORS as err:
+        raise _invalid(path, err) from None
+
+
+def load_config(path: str | Path | None = None) -> EncoderConfig:
+    """The architecture of the model at `path` (None: the bundled one) without loading its weights."""
+    return _read_header(_checked_path(path))[0]
+
+
+def load_model(path: str | Path | None = None) -> tuple[Encoder, Tokenizer, dict]:
+    """Load (encoder in eval mode, tokenizer, info). path=None: the bundled default model."""
+    path = _checked_path(path)
+    cfg, metadata = _read_header(path)
+    try:
         tokenizer = Tokenizer.from_bytes(base64.b64decode(metadata["tokenizer"]))
         encoder = Encoder(cfg)
         encoder.load_state_dict(load_file(str(path)))
-    except ModelError:
-        raise
-    except (SafetensorError, OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
-        reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise ModelError(f"{path}: not a valid asr model file ({reason})") from None
+    except _READ_ERRORS as err:
+        raise _invalid(path, err) from None
     return encoder.eval(), tokenizer, json.loads(metadata.get("info", "{}"))
 
 

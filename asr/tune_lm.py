@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from itertools import product
+from pathlib import Path
 
 from asr import cli
 from asr.audio import AudioError, load_audio
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if lm is None:
             raise FileNotFoundError("no word LM is bundled; give one with --lm PATH")
+        if not Path(lm).is_file():  # before the acoustic forward, which takes minutes
+            raise FileNotFoundError(f"{lm}: no such LM file")
         utterances = read_manifest(args.manifest, args.split)[: args.limit]
         recognizer = cli.load_recognizer("tune_lm", args.model)
         logprobs = [recognizer.offline_logprobs(load_audio(u.audio)) for u in utterances]

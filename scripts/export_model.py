@@ -31,6 +31,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.average and args.checkpoints:
+        parser.error("give checkpoints or --average N, not both")
     ckpt_dir = args.run_dir / "checkpoints"
     if args.average:
         ckpts = newest_steps(ckpt_dir, args.average)

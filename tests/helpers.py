@@ -11,7 +11,8 @@ from asr.encoder import Encoder, EncoderConfig
 # Small tensors run fastest on one thread, and the suite must not fight other processes for cores.
 torch.set_num_threads(1)
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+ROOT = Path(__file__).resolve().parent.parent
+CONF = ROOT / "conf"
 PRESETS = sorted(p.stem for p in (CONF / "attention").glob("*.yaml"))
 
 

@@ -13,6 +13,7 @@ import torch
 from safetensors.torch import save_file
 
 from asr import evaluate, stream, transcribe
+from asr.model_io import ModelError, load_config, load_model
 from conftest import tone, write
 
 
@@ -129,4 +130,8 @@ def test_foreign_or_corrupted_models_are_refused(tmp_path: Path, capsys, model_p
         assert code == 1 and len(err) == 1 and err[0].startswith(f"asr.transcribe: error: {model}: ")
         assert reason in err[0], err
     assert stream.main(["--file", str(audio), "--model", str(foreign)]) == 1
+    for model in (pickled, torch_file, foreign, cut):  # the config-only reader refuses them too
+        with pytest.raises(ModelError, match="asr model"):
+            load_config(model)
     assert not marker.exists(), "a model file was unpickled"
+    assert load_config(model_path) == load_model(model_path)[0].cfg

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
 
 
 def fake_librispeech(root: Path) -> None:

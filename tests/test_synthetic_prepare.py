@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import ROOT
 sf = pytest.importorskip("soundfile")
 pytest.importorskip("numpy")
 if not all(shutil.which(b) for b in ("espeak-ng", "flite", "sox")):

