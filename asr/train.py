@@ -75,11 +75,13 @@ def train(cfg: TrainConfig) -> Path:
     log.info("train %d utts (%.1f h), valid %d utts, %.2fM parameters", len(data.train_utts),
              sum(u.duration for u in data.train_utts) / 3600, len(data.valid_utts),
              sum(p.numel() for p in module.encoder.parameters()) / 1e6)
+    # Order matters: last.ckpt is written after the step checkpoint of the same step, so the list of
+    # kept step checkpoints it stores (and a resumed run prunes from) already holds that step.
     checkpoints = [
         ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor=cfg.select_by, mode="min", save_top_k=1),
-        ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=0, every_n_train_steps=cfg.checkpoint_every_steps),
         ModelCheckpoint(dirpath=ckpt_dir, filename="step{step}", every_n_train_steps=cfg.keep_every_steps,  # to average
                         save_top_k=cfg.keep_checkpoints, monitor="step", mode="max", auto_insert_metric_name=False),
+        ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=0, every_n_train_steps=cfg.checkpoint_every_steps),
     ]
     trainer = L.Trainer(**OmegaConf.to_container(OmegaConf.structured(cfg.trainer)),
                         default_root_dir=run_dir, logger=CSVLogger(run_dir, name="logs"),
