@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import hydra
@@ -34,10 +35,11 @@ def estimate_cmvn(dataset: SpeechDataset, count: int, seed: int) -> tuple[torch.
     return frames.mean(dim=0), frames.std(dim=0)
 
 
-def module_from_model(path: str | Path, optim: OptimConfig) -> CTCModule:
-    """A module holding an exported model's weights, tokenizer and CMVN (fine-tuning or a resumed run)."""
+def module_from_model(path: str | Path, optim: OptimConfig, dropout: float) -> CTCModule:
+    """A module holding an exported model's weights, tokenizer and CMVN (fine-tuning or a resumed run).
+    The architecture comes from the file; dropout, a training choice, from the run's config."""
     encoder, tokenizer, _ = load_model(path)
-    module = CTCModule(encoder.cfg, optim, tokenizer)
+    module = CTCModule(replace(encoder.cfg, dropout=dropout), optim, tokenizer)
     module.encoder.load_state_dict(encoder.state_dict())
     return module
 
@@ -65,7 +67,7 @@ def train(cfg: TrainConfig) -> Path:
     initial = run_dir / "initial.safetensors"  # tokenizer + CMVN fixed at the first start
     source = initial if initial.exists() else cfg.init_from
     if source:
-        module = module_from_model(source, cfg.optim)
+        module = module_from_model(source, cfg.optim, cfg.model.dropout)
     else:
         module = new_module(cfg, load_sources(cfg.data.train, cfg.data.max_duration))
     if not initial.exists():

@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import jiwer
@@ -10,9 +11,11 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from asr.audio import load_audio
-from asr.model_io import load_model
+from asr.config import OptimConfig
+from asr.encoder import EncoderConfig
+from asr.model_io import load_model, random_model, save_model
 from asr.recognizer import Recognizer
-from asr.train import export_checkpoint, train
+from asr.train import export_checkpoint, module_from_model, train
 from helpers import CONF, ROOT
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -86,3 +89,12 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path):
     both = subprocess.run([sys.executable, "scripts/export_model.py", str(run), str(kept[0]), "--average", "2"],
                           cwd=ROOT, capture_output=True, text=True)
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_fine_tuning_takes_architecture_from_the_file_and_dropout_from_the_run(tmp_path):
+    encoder, tokenizer, _ = random_model(EncoderConfig(d_model=64, n_layers=2, n_heads=2, window=16, dropout=0.0))
+    save_model(tmp_path / "m.safetensors", encoder, tokenizer)
+    module = module_from_model(tmp_path / "m.safetensors", OptimConfig(), dropout=0.3)
+    assert module.encoder.cfg == replace(encoder.cfg, dropout=0.3)
+    for name, tensor in encoder.state_dict().items():
+        assert torch.equal(module.encoder.state_dict()[name], tensor)
