@@ -15,7 +15,7 @@ import torch
 from asr.encoder import EncoderConfig
 from asr.model_io import random_model, save_model
 
-from helpers import ROOT  # noqa: E402
+from helpers import ROOT
 RATE = 16000
 torch.set_num_threads(1)  # the suite must not fight other processes for cores
 
