@@ -10,7 +10,8 @@ a range of CTC tokens with a start frame. The rules, with sherpa-onnx's defaults
 Rules are evaluated frame by frame on the token times, so where segments end does not depend
 on the chunk size. `emissions` turns chunks of 16 kHz samples into `Emission`s: after every
 chunk, one final emission per segment that closed, then one partial for the open segment.
-A final segment is never changed again; at end of input the open segment is closed as final.
+A final segment is never changed again; at end of input the recognizer is flushed with a short
+tail of silence (`Recognizer.finish`) and the open segment is closed as final.
 
 With a `BeamSearch` (word LM), partials stay greedy (cheap, every chunk) and each final is the
 beam search over the closed segment's frames: the open segment's log-probs are kept until it
@@ -111,7 +112,7 @@ class Segmenter:
         emission = None
         if text:
             words = word_times(final, self.recognizer.tokenizer, fs)
-            emission = self._emit(text, now, compute_ms, True, end * fs, words)
+            emission = self._emit(text, now, compute_ms, True, min(end * fs, now), words)  # not into the tail
             self.index += 1
         self.tokens, self.shown = self.tokens[len(inside):], ""
         if self.logprobs is not None:
@@ -159,6 +160,11 @@ def emissions(recognizer: Recognizer, chunks: Iterable[np.ndarray | torch.Tensor
         new_tokens, state = state.tokens, replace(state, tokens=[])
         samples += chunk.numel()
         yield from segmenter.update(new_tokens, logprobs, state.frames, samples / SAMPLE_RATE, compute_ms)
+    began = time.perf_counter()
+    logprobs, state = recognizer.finish(state)  # end of input: flush the last sounds
+    compute_ms = (time.perf_counter() - began) * 1000
+    tail = segmenter.update(state.tokens, logprobs, state.frames, samples / SAMPLE_RATE, compute_ms)
+    yield from (e for e in tail if e.is_final)  # no partial: the open segment's final comes next
     final = segmenter.finish(state.frames, samples / SAMPLE_RATE)
     if final is not None:
         yield final

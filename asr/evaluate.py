@@ -96,6 +96,8 @@ def recognize(recognizer: Recognizer, wave, chunk_samples: int | None,
         latencies.append((time.perf_counter() - began) * 1000)
         if beam:
             outputs.append(logprobs)
+    logprobs, state = recognizer.finish(state)
+    outputs.append(logprobs)
     return (beam(torch.cat(outputs)) if beam else recognizer.text(state)), latencies
 
 

@@ -4,6 +4,7 @@
     state = recognizer.initial_state()
     for chunk in chunks:                        # 16 kHz float32 samples, any length
         logprobs, state = recognizer.step(chunk, state)
+    logprobs, state = recognizer.finish(state)  # end of input: a short silence flushes the last sounds
     text = recognizer.text(state)
 
 `step` carries everything explicitly in `StreamState`: the samples not yet framed, the
@@ -19,7 +20,7 @@ from torch import Tensor
 
 from asr.ctc import Token, Word, greedy_tokens, word_times
 from asr.encoder import Encoder, EncoderState
-from asr.features import Fbank, stream_fbank
+from asr.features import Fbank, num_frames, stream_fbank
 from asr.model_io import default_model_path, load_model, random_model
 from asr.tokenizer import BLANK, Tokenizer
 
@@ -34,9 +35,15 @@ class StreamState:
 
 
 class Recognizer:
-    def __init__(self, encoder: Encoder, tokenizer: Tokenizer, info: dict | None = None):
+    """`tail_seconds`: silence appended at end of input (`finish`, `offline_logprobs`). Without it the
+    last few milliseconds never fill a frame, and a causal CTC model that emits a letter a frame or two
+    after hearing it drops the final letter of audio cut right after the speech ("EIGH" for "EIGHT")."""
+
+    def __init__(self, encoder: Encoder, tokenizer: Tokenizer, info: dict | None = None,
+                 tail_seconds: float = 0.2):
         self.encoder, self.tokenizer, self.info = encoder.eval(), tokenizer, info or {}
         self.fbank = Fbank()
+        self.tail = torch.zeros(round(tail_seconds * self.fbank.cfg.sample_rate))
 
     @classmethod
     def load(cls, path: str | None = None, allow_random: bool = False) -> "Recognizer":
@@ -63,6 +70,13 @@ class Recognizer:
         return logprobs, replace(state, pending=pending, encoder=enc_state, last_id=last_id,
                                  frames=state.frames + logprobs.shape[0], tokens=state.tokens + new_tokens)
 
+    def finish(self, state: StreamState) -> tuple[Tensor, StreamState]:
+        """End of input: `step` over the tail of silence. Returns its log-probs (T', V) and the last state.
+        A stream that has not yet produced a frame (a few tens of ms of audio) has nothing to flush."""
+        if state.frames == 0:
+            return torch.zeros(0, self.encoder.cfg.vocab_size), state
+        return self.step(self.tail, state)
+
     def text(self, state: StreamState, since_token: int = 0) -> str:
         return self.tokenizer.decode([t.id for t in state.tokens[since_token:]])
 
@@ -70,18 +84,20 @@ class Recognizer:
         return word_times(state.tokens[since_token:], self.tokenizer, self.frame_seconds)
 
     def run(self, wave: Tensor, chunk_samples: int = 8000) -> tuple[Tensor, StreamState]:
-        """A whole waveform through `step` in chunks: log-probs (T', V) and the final state.
-        Time and memory grow linearly with the audio, so hour-long files are fine."""
+        """A whole waveform through `step` in chunks, then `finish`: log-probs (T', V) and the final
+        state. Time and memory grow linearly with the audio, so hour-long files are fine."""
         state = self.initial_state()
         outputs = []
         for start in range(0, wave.numel(), chunk_samples):
             logprobs, state = self.step(wave[start:start + chunk_samples], state)
             outputs.append(logprobs)
-        empty = torch.zeros(0, self.encoder.cfg.vocab_size)
-        return (torch.cat(outputs) if outputs else empty), state
+        logprobs, state = self.finish(state)
+        return torch.cat(outputs + [logprobs]), state
 
     @torch.inference_mode()
     def offline_logprobs(self, wave: Tensor) -> Tensor:
-        """The whole-utterance masked forward pass (reference for the streaming path): (T', V)."""
-        feats = self.fbank(wave[None])
+        """The whole-utterance masked forward pass over the audio and the tail (reference for the
+        streaming path, which ends with `finish`): (T', V)."""
+        heard = self.encoder.output_lengths(torch.tensor([num_frames(wave.numel(), self.fbank.cfg)]))[0] > 0
+        feats = self.fbank((torch.cat([wave, self.tail]) if heard else wave)[None])
         return self.encoder(feats)[0][0]

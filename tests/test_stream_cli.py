@@ -45,6 +45,12 @@ class ScriptedRecognizer:
         return torch.zeros(count, 30), replace(state, pending=buffer[count * FRAME:], last_id=last,
                                                frames=state.frames + count, tokens=state.tokens + tokens)
 
+    def finish(self, state: StreamState) -> tuple[torch.Tensor, StreamState]:
+        """End of input: the tail is `self.tail` (5 blank frames = 0.2 s of silence unless a test sets it)."""
+        return self.step(self.tail, state)
+
+    tail = torch.zeros(5 * FRAME)
+
 
 def script(*parts: tuple[str, float]) -> torch.Tensor:
     """('HI', 1.0) = the letters of HI (one frame each, '|' for space) then 1.0 s of blank frames."""
@@ -79,6 +85,13 @@ def test_segments_close_after_silence_and_at_end() -> None:
     assert emitted[-1].is_final and emitted[-1].time == pytest.approx(emitted[-2].time)
     first = next(e for e in emitted if e.segment == 1)
     assert first.start == pytest.approx(1.28)
+
+
+def test_what_the_tail_flushes_ends_the_last_final() -> None:
+    recognizer = ScriptedRecognizer()
+    recognizer.tail = script(("S", 0.16))  # a letter the model only emits after the audio has ended
+    emitted = list(emissions(recognizer, stream.rechunk([script(("YE", 0.0))], 8000)))
+    assert finals(emitted) == [(0, "YES", 0.08)]  # the segment ends with the audio, not in the tail
 
 
 def test_finished_segments_never_change_and_new_adds_up() -> None:

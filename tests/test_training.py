@@ -18,7 +18,7 @@ from asr.recognizer import Recognizer
 from asr.train import export_checkpoint, module_from_model, train
 from helpers import CONF, ROOT
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = ROOT.parent / "shared" / "data"  # ../shared/data beside the checkout
 SPEECHOCEAN = DATA / "speechocean762" / "train.jsonl"
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
 
