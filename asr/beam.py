@@ -25,8 +25,8 @@ from asr.tokenizer import Tokenizer
 @dataclass
 class BeamConfig:
     beam_size: int = 32
-    lm_weight: float = 2.5  # both tuned on speechocean762 dev for the bundled model and LM (python -m asr.tune_lm)
-    word_score: float = 1.0
+    lm_weight: float = 2.0  # both tuned on speechocean762 dev for the bundled model and LM (python -m asr.tune_lm)
+    word_score: float = 0.0
 
 
 def arpa_words(arpa: Path) -> list[str]:

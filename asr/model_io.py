@@ -46,6 +46,11 @@ def save_model(path: str | Path, encoder: Encoder, tokenizer: Tokenizer, info: d
     save_file(tensors, str(path), metadata=metadata)
 
 
+def average_weights(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Weight-by-weight mean of state dicts with the same keys (summed in float64, first one's dtypes)."""
+    return {k: (sum(s[k].double() for s in states) / len(states)).to(v.dtype) for k, v in states[0].items()}
+
+
 def _checked_path(path: str | Path | None) -> Path:
     """`path`, or the bundled model for None; ModelError when there is no such file."""
     if path is None:

@@ -21,7 +21,7 @@ from asr.config import OptimConfig, TrainConfig, register_configs
 from asr.ctc_module import CTCModule
 from asr.data import SpeechDataModule, SpeechDataset, load_sources
 from asr.encoder import EncoderConfig
-from asr.model_io import load_model, save_model
+from asr.model_io import average_weights, load_model, save_model
 from asr.text import normalize
 from asr.tokenizer import Tokenizer
 
@@ -98,10 +98,8 @@ def export_checkpoint(run_dir: Path, checkpoints: list[Path], out: Path | None =
     Several checkpoints are averaged weight by weight (as WeNet and icefall do with their last epochs)."""
     encoder, tokenizer, _ = load_model(run_dir / "initial.safetensors")  # config, tokenizer, CMVN
     states = [torch.load(path, map_location="cpu", weights_only=True) for path in checkpoints]
-    average = {k.removeprefix("encoder."): sum(s["state_dict"][k].double() for s in states) / len(states)
-               for k in states[0]["state_dict"]}
-    dtypes = {k: v.dtype for k, v in encoder.state_dict().items()}
-    encoder.load_state_dict({k: v.to(dtypes[k]) for k, v in average.items()})
+    encoder.load_state_dict(average_weights([{k.removeprefix("encoder."): v for k, v in s["state_dict"].items()}
+                                             for s in states]))
     out = out or run_dir / "model.safetensors"
     steps = [s["global_step"] for s in states]
     save_model(out, encoder, tokenizer, {"checkpoints": [p.name for p in checkpoints], "steps": max(steps),

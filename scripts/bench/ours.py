@@ -56,12 +56,17 @@ def stream_clip(recognizer: Recognizer, wave: torch.Tensor, chunk: int) -> tuple
         times.append((time.perf_counter() - began) * 1000)
         frames_after.append(state.frames)
         ready_s.append(min(start + chunk, wave.numel()) / SAMPLE_RATE + times[-1] / 1000)
+    began = time.perf_counter()
+    _, state = recognizer.finish(state)  # end of input, as every entry point ends a stream
+    frames_after.append(state.frames)
+    duration = wave.numel() / SAMPLE_RATE
+    ready_s.append(duration + time.perf_counter() - began)
     fs = recognizer.frame_seconds
     delays = []
     for word in recognizer.words(state):
         last_frame = round(word.end / fs) - 1
         k = next(i for i, frames in enumerate(frames_after) if frames > last_frame)
-        delays.append(ready_s[k] - word.end)
+        delays.append(ready_s[k] - min(word.end, duration))  # a word the tail flushed ended with the audio
     return recognizer.text(state), times, delays
 
 

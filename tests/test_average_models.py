@@ -1,0 +1,44 @@
+"""scripts/average_models.py: the weight-by-weight mean of finished model files (the default model's last step)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from asr.encoder import EncoderConfig
+from asr.model_io import load_model, random_model, save_model
+from helpers import ROOT
+
+SCRIPT = str(ROOT / "scripts" / "average_models.py")
+
+
+def small_model(path: Path, seed: int, dropout: float = 0.0, d_model: int = 32) -> Path:
+    cfg = EncoderConfig(d_model=d_model, n_layers=1, n_heads=2, window=4, dropout=dropout, ff_mult=2)
+    encoder, tokenizer, _ = random_model(cfg, seed=seed)
+    save_model(path, encoder, tokenizer, {"seed": seed})
+    return path
+
+
+def average(*args: Path | str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, SCRIPT, *map(str, args)], capture_output=True, text=True)
+
+
+def test_mean_of_two_models_weight_by_weight(tmp_path: Path) -> None:
+    a, b = small_model(tmp_path / "a.safetensors", 0), small_model(tmp_path / "b.safetensors", 1, dropout=0.1)
+    done = average(a, b, "--out", tmp_path / "soup.safetensors")
+    assert done.returncode == 0, done.stderr
+    soup, _, info = load_model(tmp_path / "soup.safetensors")
+    wa, wb = load_model(a)[0].state_dict(), load_model(b)[0].state_dict()
+    for name, weight in soup.state_dict().items():
+        torch.testing.assert_close(weight, (wa[name] + wb[name]) / 2)
+    assert not torch.equal(wa["ctc.weight"], wb["ctc.weight"])  # the two really differ
+    assert [m["seed"] for m in info["averaged_models"]] == [0, 1]
+
+
+def test_different_architectures_are_refused(tmp_path: Path) -> None:
+    a, b = small_model(tmp_path / "a.safetensors", 0), small_model(tmp_path / "b.safetensors", 1, d_model=48)
+    done = average(a, b, "--out", tmp_path / "soup.safetensors")
+    assert done.returncode == 1 and not (tmp_path / "soup.safetensors").exists()
+    assert done.stderr.strip() == f"error: {b}: architecture or tokenizer differs from {a}"
