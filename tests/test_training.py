@@ -51,7 +51,9 @@ def test_tiny_model_overfits_twenty_utterances(tmp_path):
                  "optim.lr=3e-3", "optim.warmup_steps=30", "optim.decay_steps=370", "model.d_model=96",
                  "checkpoint_every_steps=400")
     model_path = train(cfg)
-    recognizer = Recognizer(*load_model(model_path))
+    # No end-of-input tail: 400 steps on 20 recordings never showed this model digital silence, and
+    # it babbles in it ("THENOO"). The test is about training; the tail is measured on real models.
+    recognizer = Recognizer(*load_model(model_path), tail_seconds=0.0)
     refs, hyps = [], []
     for line in manifest.read_text().splitlines():
         row = json.loads(line)
