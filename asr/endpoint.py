@@ -121,9 +121,9 @@ class Segmenter:
         return emission
 
     def update(self, new_tokens: list[Token], logprobs: torch.Tensor, frames: int, now: float,
-               compute_ms: float) -> list[Emission]:
+               compute_ms: float, partial: bool = True) -> list[Emission]:
         """Add one chunk's tokens and log-probs (T', V) (`frames` decoded so far): finals of closed
-        segments, then a partial."""
+        segments, then a partial unless `partial` is False (end of input: the final comes next)."""
         self.tokens.extend(new_tokens)
         if self.beam is not None:
             self.logprobs = logprobs if self.logprobs is None else torch.cat([self.logprobs, logprobs])
@@ -131,9 +131,10 @@ class Segmenter:
         while (end := end_frame(self.tokens, self.start, frames, self.cfg, self.recognizer.frame_seconds)) is not None:
             if (emission := self._close(end, now, compute_ms)) is not None:
                 out.append(emission)
-        text = self._text(self.tokens)
-        out.append(self._emit(text, now, compute_ms, False))
-        self.shown = text
+        if partial:
+            text = self._text(self.tokens)
+            out.append(self._emit(text, now, compute_ms, False))
+            self.shown = text
         return out
 
     def finish(self, frames: int, now: float) -> Emission | None:
@@ -163,8 +164,8 @@ def emissions(recognizer: Recognizer, chunks: Iterable[np.ndarray | torch.Tensor
     began = time.perf_counter()
     logprobs, state = recognizer.finish(state)  # end of input: flush the last sounds
     compute_ms = (time.perf_counter() - began) * 1000
-    tail = segmenter.update(state.tokens, logprobs, state.frames, samples / SAMPLE_RATE, compute_ms)
-    yield from (e for e in tail if e.is_final)  # no partial: the open segment's final comes next
+    yield from segmenter.update(state.tokens, logprobs, state.frames, samples / SAMPLE_RATE, compute_ms,
+                                partial=False)
     final = segmenter.finish(state.frames, samples / SAMPLE_RATE)
     if final is not None:
         yield final

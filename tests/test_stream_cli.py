@@ -92,6 +92,7 @@ def test_what_the_tail_flushes_ends_the_last_final() -> None:
     recognizer.tail = script(("S", 0.16))  # a letter the model only emits after the audio has ended
     emitted = list(emissions(recognizer, stream.rechunk([script(("YE", 0.0))], 8000)))
     assert finals(emitted) == [(0, "YES", 0.08)]  # the segment ends with the audio, not in the tail
+    assert "".join(e.new for e in emitted) == "YES"  # the final's `new` carries what the tail added
 
 
 def test_finished_segments_never_change_and_new_adds_up() -> None:
