@@ -97,7 +97,8 @@ def recognize(recognizer: Recognizer, wave, chunk_samples: int | None,
         if beam:
             outputs.append(logprobs)
     logprobs, state = recognizer.finish(state)
-    outputs.append(logprobs)
+    if beam:
+        outputs.append(logprobs)
     return (beam(torch.cat(outputs)) if beam else recognizer.text(state)), latencies
 
 
