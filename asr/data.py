@@ -1,7 +1,9 @@
 """Training data: manifests -> augmented log-mel batches, bucketed by duration.
 
 Augmentation (training only): speed perturbation, additive coloured noise at a random SNR,
-and SpecAugment time/frequency masks on the log-mel frames.
+a random warp of the mel axis (a cheap stand-in for other vocal tracts), digital silence after the
+speech (what `Recognizer.finish` appends at the end of every input), and SpecAugment time/frequency
+masks on the log-mel frames.
 """
 from __future__ import annotations
 
@@ -39,6 +41,9 @@ class AugmentConfig:
     time_mask_frames: int = 40
     freq_masks: int = 2
     freq_mask_bins: int = 15
+    mel_warp: float = 0.0  # stretch the mel axis by a random factor in [1 - mel_warp, 1 + mel_warp]
+    silence_prob: float = 0.0  # share of utterances followed by digital silence ...
+    silence_seconds: float = 0.4  # ... of a random length up to this
 
 
 @dataclass
@@ -88,6 +93,16 @@ def spec_augment(feats: Tensor, cfg: AugmentConfig) -> Tensor:
     return feats
 
 
+def warp_mel(feats: Tensor, factor: float) -> Tensor:
+    """Stretch (T, F) along F by `factor` (> 1 moves energy to higher bands), interpolating linearly."""
+    F = feats.shape[1]
+    source = (torch.arange(F, dtype=feats.dtype) / factor).clamp(max=F - 1)
+    low = source.floor().long()
+    high = (low + 1).clamp(max=F - 1)
+    weight = source - low
+    return feats[:, low] * (1 - weight) + feats[:, high] * weight
+
+
 class SpeechDataset(Dataset):
     """Utterance i -> (log-mel (T, F), token ids (U,))."""
 
@@ -95,6 +110,7 @@ class SpeechDataset(Dataset):
                  cache: bool = False):
         self.utterances, self.tokenizer, self.augment = utterances, tokenizer, augment
         self.fbank = Fbank()
+        self.silent_frame = self.fbank(torch.zeros(1, self.fbank.cfg.win_length))[0]  # (1, F): all-zero audio
         self.cache: dict[tuple[Path, float], Tensor] | None = {} if cache else None
 
     def features(self, audio: Path, speed: float, snr_db: float | None) -> Tensor:
@@ -125,7 +141,13 @@ class SpeechDataset(Dataset):
             feats = self.features(utt.audio, 1.0, None)
         else:
             snr_db = random.uniform(*aug.snr_db) if random.random() < aug.noise_prob else None
-            feats = spec_augment(self.features(utt.audio, random.choice(aug.speeds), snr_db), aug)
+            feats = self.features(utt.audio, random.choice(aug.speeds), snr_db)
+            if aug.mel_warp > 0:
+                feats = warp_mel(feats, random.uniform(1 - aug.mel_warp, 1 + aug.mel_warp))
+            if random.random() < aug.silence_prob:
+                frames = round(random.uniform(0, aug.silence_seconds) * 100)
+                feats = torch.cat([feats, self.silent_frame.expand(frames, -1)])
+            feats = spec_augment(feats, aug)
         return feats, torch.tensor(self.tokenizer.encode(normalize(utt.text)), dtype=torch.long)
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import torch
 
-from asr.data import AugmentConfig, SpeechDataset
+from asr.data import AugmentConfig, SpeechDataset, warp_mel
 from asr.manifest import Utterance
 from asr.tokenizer import Tokenizer
 from conftest import tone, write
@@ -34,3 +34,24 @@ def test_noisy_features_are_never_cached(tmp_path):
     b, _ = noisy[0]
     assert not noisy.cache
     assert not torch.allclose(a, b)  # fresh noise each time
+
+
+def test_mel_warp_moves_energy_and_identity_keeps_it():
+    feats = torch.zeros(3, 80)
+    feats[:, 20] = 1.0
+    torch.testing.assert_close(warp_mel(feats, 1.0), feats)
+    assert warp_mel(feats, 1.1)[0].argmax() == 22  # bin 22 reads from 20.0
+    assert warp_mel(feats, 0.9)[0].argmax() == 18  # bin 18 reads from 20.0
+    assert warp_mel(feats, 1.1).shape == feats.shape
+
+
+def test_silence_is_appended_as_all_zero_audio_frames(tmp_path):
+    ds = dataset(tmp_path, cache=False, speeds=[1.0], noise_prob=0.0, silence_prob=1.0, silence_seconds=0.3)
+    zeros = ds.fbank(torch.zeros(1, 16000))[0]
+    lengths = []
+    for _ in range(10):
+        feats, _ = ds[0]
+        lengths.append(feats.shape[0])
+        torch.testing.assert_close(feats[98:], zeros[: feats.shape[0] - 98])
+    assert all(98 <= n <= 98 + 30 for n in lengths)  # 1 s -> 98 frames, then up to 30 silent ones
+    assert max(lengths) > 98
