@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 import soundfile as sf
@@ -128,3 +128,21 @@ def _first_line(err: Exception) -> str:
 def load_audio(path: str | Path) -> torch.Tensor:
     """Read a whole file as 16 kHz mono float32 (N,). Raises AudioError with a one-line reason."""
     return torch.cat(list(read_blocks(path)))
+
+
+def rechunk(pieces: Iterable[torch.Tensor], size: int, max_samples: int | None = None) -> Iterator[torch.Tensor]:
+    """Pieces of any length -> chunks of exactly `size` samples (the last may be shorter),
+    stopping after `max_samples` samples if given."""
+    buffer, taken = torch.zeros(0), 0
+    for piece in pieces:
+        if max_samples is not None:
+            piece = piece[: max_samples - taken]
+        taken += piece.numel()
+        buffer = torch.cat([buffer, piece])
+        while buffer.numel() >= size:
+            yield buffer[:size]
+            buffer = buffer[size:]
+        if max_samples is not None and taken >= max_samples:
+            break
+    if buffer.numel():
+        yield buffer

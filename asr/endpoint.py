@@ -20,7 +20,7 @@ closes, at most `max_segment` seconds of them.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -151,21 +151,11 @@ def emissions(recognizer: Recognizer, chunks: Iterable[np.ndarray | torch.Tensor
     token list is emptied after every step (the segmenter keeps the open segment's tokens).
     """
     segmenter = Segmenter(recognizer, cfg, beam)
-    state = recognizer.initial_state()
-    samples = 0
-    for chunk in chunks:
-        chunk = torch.as_tensor(chunk, dtype=torch.float32)
-        began = time.perf_counter()
-        logprobs, state = recognizer.step(chunk, state)
-        compute_ms = (time.perf_counter() - began) * 1000
-        new_tokens, state = state.tokens, replace(state, tokens=[])
-        samples += chunk.numel()
-        yield from segmenter.update(new_tokens, logprobs, state.frames, samples / SAMPLE_RATE, compute_ms)
-    began = time.perf_counter()
-    logprobs, state = recognizer.finish(state)  # end of input: flush the last sounds
-    compute_ms = (time.perf_counter() - began) * 1000
-    yield from segmenter.update(state.tokens, logprobs, state.frames, samples / SAMPLE_RATE, compute_ms,
-                                partial=False)
-    final = segmenter.finish(state.frames, samples / SAMPLE_RATE)
+    for step in recognizer.stream(chunks, keep_tokens=False):
+        now = step.heard / SAMPLE_RATE
+        # the tail's update emits no partial: the final below shows its text
+        yield from segmenter.update(step.state.tokens, step.logprobs, step.state.frames, now, step.compute_ms,
+                                    partial=not step.tail)
+    final = segmenter.finish(step.state.frames, now)
     if final is not None:
         yield final

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from asr import cli
-from asr.audio import SAMPLE_RATE, AudioError, load_audio
+from asr.audio import SAMPLE_RATE, AudioError, load_audio, rechunk
 from asr.beam import BeamSearch
 from asr.ctc import greedy_decode
 from asr.manifest import ManifestError, Utterance, read_manifest
@@ -89,17 +89,11 @@ def recognize(recognizer: Recognizer, wave, chunk_samples: int | None,
     if chunk_samples is None:
         logprobs = recognizer.offline_logprobs(wave)
         return (beam(logprobs) if beam else recognizer.tokenizer.decode(greedy_decode(logprobs))), []
-    state, latencies, outputs = recognizer.initial_state(), [], []
-    for start in range(0, wave.numel(), chunk_samples):
-        began = time.perf_counter()
-        logprobs, state = recognizer.step(wave[start:start + chunk_samples], state)
-        latencies.append((time.perf_counter() - began) * 1000)
-        if beam:
-            outputs.append(logprobs)
-    logprobs, state = recognizer.finish(state)
-    if beam:
-        outputs.append(logprobs)
-    return (beam(torch.cat(outputs)) if beam else recognizer.text(state)), latencies
+    latencies, outputs = [], []
+    for step in recognizer.stream(rechunk([wave], chunk_samples)):
+        latencies += [] if step.tail else [step.compute_ms]
+        outputs += [step.logprobs] if beam else []
+    return (beam(torch.cat(outputs)) if beam else recognizer.text(step.state)), latencies
 
 
 def evaluate(recognizer: Recognizer, utterances: list[Utterance], chunk_samples: int | None,

@@ -7,19 +7,25 @@
     logprobs, state = recognizer.finish(state)  # end of input: a short silence flushes the last sounds
     text = recognizer.text(state)
 
+or the same loop in one call, which also times each step: `for step in recognizer.stream(chunks): ...`.
+
 `step` carries everything explicitly in `StreamState`: the samples not yet framed, the
 encoder's subsampling frames and per-layer key/value caches (bounded by the window), and
 the greedy CTC decoder's last symbol and the tokens so far.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
+from typing import Iterable, Iterator
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from asr.ctc import Token, Word, greedy_tokens, word_times
 from asr.encoder import Encoder, EncoderState
+from asr.audio import rechunk
 from asr.features import Fbank, num_frames, stream_fbank
 from asr.model_io import default_model_path, load_model, random_model
 from asr.tokenizer import BLANK, Tokenizer
@@ -32,6 +38,16 @@ class StreamState:
     last_id: int = BLANK  # best CTC symbol of the last encoder frame
     frames: int = 0  # encoder frames emitted so far
     tokens: list[Token] = field(default_factory=list)
+
+
+@dataclass
+class Step:
+    """What one step of `Recognizer.stream` produced."""
+    logprobs: Tensor  # (T', V) the encoder frames this chunk (or the tail) completed
+    state: StreamState
+    heard: int  # input samples consumed so far (the tail not counted)
+    compute_ms: float
+    tail: bool  # True for the last step, over the end-of-input silence
 
 
 class Recognizer:
@@ -83,16 +99,30 @@ class Recognizer:
     def words(self, state: StreamState, since_token: int = 0) -> list[Word]:
         return word_times(state.tokens[since_token:], self.tokenizer, self.frame_seconds)
 
-    def run(self, wave: Tensor, chunk_samples: int = 8000) -> tuple[Tensor, StreamState]:
-        """A whole waveform through `step` in chunks, then `finish`: log-probs (T', V) and the final
-        state. Time and memory grow linearly with the audio, so hour-long files are fine."""
-        state = self.initial_state()
-        outputs = []
-        for start in range(0, wave.numel(), chunk_samples):
-            logprobs, state = self.step(wave[start:start + chunk_samples], state)
-            outputs.append(logprobs)
+    def stream(self, chunks: Iterable[Tensor | np.ndarray], keep_tokens: bool = True) -> Iterator[Step]:
+        """The one streaming loop: every chunk through `step`, then `finish`, one `Step` each. With
+        keep_tokens=False each step's state holds only that step's tokens, so an endless stream
+        keeps bounded memory (the caller keeps what it needs)."""
+        state, heard = self.initial_state(), 0
+        for chunk in chunks:
+            chunk = torch.as_tensor(chunk, dtype=torch.float32)
+            began = time.perf_counter()
+            logprobs, state = self.step(chunk, state)
+            heard += chunk.numel()
+            yield Step(logprobs, state, heard, (time.perf_counter() - began) * 1000, tail=False)
+            if not keep_tokens:
+                state = replace(state, tokens=[])
+        began = time.perf_counter()
         logprobs, state = self.finish(state)
-        return torch.cat(outputs + [logprobs]), state
+        yield Step(logprobs, state, heard, (time.perf_counter() - began) * 1000, tail=True)
+
+    def run(self, wave: Tensor, chunk_samples: int = 8000) -> tuple[Tensor, StreamState]:
+        """A whole waveform streamed in chunks: log-probs (T', V) and the final state. Time and
+        memory grow linearly with the audio, so hour-long files are fine."""
+        outputs = []
+        for step in self.stream(rechunk([wave], chunk_samples)):
+            outputs.append(step.logprobs)
+        return torch.cat(outputs), step.state
 
     @torch.inference_mode()
     def offline_logprobs(self, wave: Tensor) -> Tensor:

@@ -22,28 +22,11 @@ from typing import Callable, Iterable, Iterator, TextIO
 import torch
 
 from asr import cli
-from asr.audio import SAMPLE_RATE, AudioError, load_audio, read_blocks
+from asr.audio import SAMPLE_RATE, AudioError, load_audio, read_blocks, rechunk
 from asr.ctc import greedy_decode
 from asr.endpoint import Emission, emissions
 from asr.model_io import ModelError
 from asr.recognizer import Recognizer
-
-def rechunk(pieces: Iterable[torch.Tensor], size: int, max_samples: int | None = None) -> Iterator[torch.Tensor]:
-    """Pieces of any length -> chunks of exactly `size` samples (the last may be shorter),
-    stopping after `max_samples` samples if given."""
-    buffer, taken = torch.zeros(0), 0
-    for piece in pieces:
-        if max_samples is not None:
-            piece = piece[: max_samples - taken]
-        taken += piece.numel()
-        buffer = torch.cat([buffer, piece])
-        while buffer.numel() >= size:
-            yield buffer[:size]
-            buffer = buffer[size:]
-        if max_samples is not None and taken >= max_samples:
-            break
-    if buffer.numel():
-        yield buffer
 
 
 def paced(chunks: Iterable[torch.Tensor]) -> Iterator[torch.Tensor]:

@@ -23,14 +23,13 @@ import torch
 from tqdm import tqdm
 
 from asr import cli
-from asr.audio import AUDIO_SUFFIXES, SAMPLE_RATE, AudioError, read_blocks
+from asr.audio import AUDIO_SUFFIXES, SAMPLE_RATE, AudioError, read_blocks, rechunk
 from asr.beam import BeamSearch
 from asr.endpoint import emissions
 from asr.manifest import ManifestError, read_manifest
 from asr.model_io import ModelError
 from asr.outputs import FORMATS, Segment, Transcript, render
 from asr.recognizer import Recognizer
-from asr.stream import rechunk
 
 MANIFEST_SUFFIXES = (".jsonl",)
 PROGRESS_SECONDS = 60.0  # show a progress bar (on a terminal) for at least this much audio...

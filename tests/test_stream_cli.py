@@ -13,9 +13,10 @@ import pytest
 import torch
 
 from asr import stream
+from asr.audio import rechunk
 from asr.ctc import Token
 from asr.endpoint import EndpointConfig, Segmenter, emissions, end_frame
-from asr.recognizer import StreamState
+from asr.recognizer import Recognizer, StreamState
 from asr.tokenizer import Tokenizer
 from conftest import tone, write
 
@@ -23,12 +24,16 @@ FRAME = 640  # samples per encoder frame (40 ms)
 CHAR = {c: i for i, c in enumerate(["<blank>", "<unk>", "|", "'"] + [chr(c) for c in range(65, 91)])}
 
 
-class ScriptedRecognizer:
-    """Stands in for Recognizer: every 640 samples are one frame whose first sample is the
-    token id (0 = blank), decoded greedily like CTC. Lets tests place tokens exactly."""
+class ScriptedRecognizer(Recognizer):
+    """Stands in for a model (Recognizer's own `stream` loop is kept): every 640 samples are one
+    frame whose first sample is the token id (0 = blank), decoded greedily like CTC. Lets tests
+    place tokens exactly."""
 
     frame_seconds = 0.04
     tokenizer = Tokenizer("char")
+
+    def __init__(self) -> None:
+        pass
 
     def initial_state(self) -> StreamState:
         return StreamState(pending=torch.zeros(0), encoder=None)
@@ -61,7 +66,7 @@ def script(*parts: tuple[str, float]) -> torch.Tensor:
 
 
 def run(wave: torch.Tensor, chunk: int = 8000) -> list:
-    return list(emissions(ScriptedRecognizer(), stream.rechunk([wave], chunk)))
+    return list(emissions(ScriptedRecognizer(), rechunk([wave], chunk)))
 
 
 def finals(emitted: list) -> list[tuple[int, str, float]]:
@@ -90,7 +95,7 @@ def test_segments_close_after_silence_and_at_end() -> None:
 def test_what_the_tail_flushes_ends_the_last_final() -> None:
     recognizer = ScriptedRecognizer()
     recognizer.tail = script(("S", 0.16))  # a letter the model only emits after the audio has ended
-    emitted = list(emissions(recognizer, stream.rechunk([script(("YE", 0.0))], 8000)))
+    emitted = list(emissions(recognizer, rechunk([script(("YE", 0.0))], 8000)))
     assert finals(emitted) == [(0, "YES", 0.08)]  # the segment ends with the audio, not in the tail
     assert "".join(e.new for e in emitted) == "YES"  # the final's `new` carries what the tail added
 
@@ -133,10 +138,10 @@ def test_segmenter_keeps_only_the_open_segment() -> None:
 
 def test_rechunk_gives_exact_sizes_and_limit() -> None:
     pieces = [torch.arange(n, dtype=torch.float32) for n in (3, 10, 1, 7)]
-    chunks = list(stream.rechunk(pieces, 4))
+    chunks = list(rechunk(pieces, 4))
     assert [c.numel() for c in chunks] == [4, 4, 4, 4, 4, 1]
     assert torch.equal(torch.cat(chunks), torch.cat(pieces))
-    assert sum(c.numel() for c in stream.rechunk(pieces, 4, max_samples=9)) == 9
+    assert sum(c.numel() for c in rechunk(pieces, 4, max_samples=9)) == 9
 
 
 def test_line_display_redraws_on_a_tty_and_prints_finals_otherwise() -> None:
@@ -183,3 +188,18 @@ def test_stream_errors_are_one_line(model_path: Path, tmp_path: Path, capsys) ->
     with pytest.raises(SystemExit) as exit_info:
         stream.main(["--file", str(missing), "--chunk-ms", "0"])
     assert exit_info.value.code == 2
+
+
+def test_recognizer_stream_ends_with_the_tail_and_can_drop_tokens() -> None:
+    """`Recognizer.stream`, the loop under every entry point: one step per chunk, then the tail;
+    with keep_tokens=False each step's state holds just that step's tokens, and together they are all."""
+    recognizer, wave = ScriptedRecognizer(), script(("HI YO", 0.2))
+    recognizer.tail = script(("U", 0.1))  # a tail that emits a letter shows where it lands
+    kept = list(recognizer.stream(rechunk([wave], 3000)))
+    dropped = list(recognizer.stream(rechunk([wave], 3000), keep_tokens=False))
+    assert [s.tail for s in kept] == [False] * (len(kept) - 1) + [True]
+    assert [s.heard for s in kept] == [min(3000 * (i + 1), wave.numel()) for i in range(len(kept) - 1)] + [wave.numel()]
+    tokens = kept[-1].state.tokens
+    assert recognizer.tokenizer.decode([t.id for t in tokens]) == "HI YOU"
+    assert sum((s.state.tokens for s in dropped), []) == tokens
+    assert dropped[-1].state.tokens == tokens[-1:]  # the tail's "U"

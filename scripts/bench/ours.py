@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr.audio import SAMPLE_RATE
+from asr.audio import SAMPLE_RATE, rechunk
 from asr.endpoint import emissions
 from asr.evaluate import UttResult, recognize, score, summarize
 from asr.beam import BeamSearch
@@ -49,18 +49,13 @@ def stream_clip(recognizer: Recognizer, wave: torch.Tensor, chunk: int) -> tuple
     A word's delay is the time from its end in the audio (its last token's frame, from the word
     times) until it is on screen: the end of the chunk whose step emitted that token, as a live
     microphone would deliver it, plus that step's compute time."""
-    state, frames_after, ready_s, times = recognizer.initial_state(), [], [], []
-    for start in range(0, wave.numel(), chunk):
-        began = time.perf_counter()
-        _, state = recognizer.step(wave[start:start + chunk], state)
-        times.append((time.perf_counter() - began) * 1000)
-        frames_after.append(state.frames)
-        ready_s.append(min(start + chunk, wave.numel()) / SAMPLE_RATE + times[-1] / 1000)
-    began = time.perf_counter()
-    _, state = recognizer.finish(state)  # end of input, as every entry point ends a stream
-    frames_after.append(state.frames)
-    duration = wave.numel() / SAMPLE_RATE
-    ready_s.append(duration + time.perf_counter() - began)
+    frames_after, ready_s, times = [], [], []
+    for step in recognizer.stream(rechunk([wave], chunk)):
+        frames_after.append(step.state.frames)
+        ready_s.append(step.heard / SAMPLE_RATE + step.compute_ms / 1000)  # the tail: when the audio ended
+        if not step.tail:
+            times.append(step.compute_ms)
+    state, duration = step.state, wave.numel() / SAMPLE_RATE
     fs = recognizer.frame_seconds
     delays = []
     for word in recognizer.words(state):
