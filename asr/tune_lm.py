@@ -1,7 +1,7 @@
 """Choose the word LM's weight and per-word score on a validation set (grid search).
 
     python -m asr.tune_lm --manifest DEV.jsonl [--model PATH] [--lm LM.arpa]
-                          [--lm-weights 0.5 1 1.5] [--word-scores -1 0 1] [--beam-size 32] [--limit N]
+                          [--lm-weights 0.5 1 1.5] [--word-scores -1 0 1] [--beam-size 128] [--limit N]
 
 The acoustic model runs once per utterance; each grid point only re-runs the beam search over the
 saved log-probs. Prints WER/CER per point and, last, the best point as
