@@ -1,11 +1,11 @@
 """Choose the word LM's weight and per-word score on a validation set (grid search).
 
-    python -m asr.tune_lm --manifest DEV.jsonl [--model PATH] [--lm LM.arpa]
+    python -m asr.tune_lm --manifest DEV.jsonl [--model PATH] [--lm LM.arpa [LM2.arpa ...]]
                           [--lm-weights 0.5 1 1.5] [--word-scores -1 0 1] [--beam-size 128] [--limit N]
 
-The acoustic model runs once per utterance; each grid point only re-runs the beam search over the
-saved log-probs. Prints WER/CER per point and, last, the best point as
-`best: --lm-weight W --word-score S WER=<pct> CER=<pct>`. Tune on a validation set (speechocean762 dev),
+The acoustic model runs once per utterance; each grid point (LM file x weight x word score) only
+re-runs the beam search over the saved log-probs. Prints WER/CER per point and, last, the best point as
+`best: --lm LM --lm-weight W --word-score S WER=<pct> CER=<pct>`. Tune on a validation set (speechocean762 dev),
 never on a test set; then pass the chosen values to asr.stream/transcribe/evaluate, or make them the
 defaults in `asr.beam.BeamConfig` when they belong to the bundled model and LM.
 """
@@ -46,27 +46,33 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asr.tune_lm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_manifest_args(parser)
-    parser.add_argument("--lm", help="ARPA word LM; default: the bundled one")
+    parser.add_argument("--lm", nargs="+", help="ARPA word LM(s) to compare; default: the bundled one")
     parser.add_argument("--lm-weights", type=float, nargs="+", default=[0.5, 1.0, 1.5])
     parser.add_argument("--word-scores", type=float, nargs="+", default=[-1.0, 0.0, 1.0])
     parser.add_argument("--beam-size", type=int, default=BeamConfig().beam_size)
     args = parser.parse_args(argv)
-    lm = args.lm or default_lm_path()
+    lms = args.lm or ([default_lm_path()] if default_lm_path() else [])
+    rows = []
     try:
-        if lm is None:
+        if not lms:
             raise FileNotFoundError("no word LM is bundled; give one with --lm PATH")
-        if not Path(lm).is_file():  # before the acoustic forward, which takes minutes
-            raise FileNotFoundError(f"{lm}: no such LM file")
+        for lm in lms:  # before the acoustic forward, which takes minutes
+            if not Path(lm).is_file():
+                raise FileNotFoundError(f"{lm}: no such LM file")
         utterances = read_manifest(args.manifest, args.split)[: args.limit]
         recognizer = cli.load_recognizer("tune_lm", args.model)
         logprobs = [recognizer.offline_logprobs(load_audio(u.audio)) for u in utterances]
-        rows = grid_search(logprobs, [normalize(u.text) for u in utterances], recognizer.tokenizer, str(lm),
-                           args.lm_weights, args.word_scores, args.beam_size)
+        refs = [normalize(u.text) for u in utterances]
+        for lm in lms:
+            if len(lms) > 1:
+                print(f"lm={lm}", flush=True)
+            rows += [(str(lm), *row) for row in grid_search(logprobs, refs, recognizer.tokenizer, str(lm),
+                                                            args.lm_weights, args.word_scores, args.beam_size)]
     except (ManifestError, ModelError, AudioError, FileNotFoundError) as err:
         print(f"asr.tune_lm: error: {err}", file=sys.stderr)
         return 1
-    weight, word_score, words, chars = min(rows, key=lambda r: (r[2].rate(), r[3].rate()))
-    print(f"best: --lm-weight {weight:g} --word-score {word_score:g} WER={words.rate() * 100:.2f} "
+    lm, weight, word_score, words, chars = min(rows, key=lambda r: (r[3].rate(), r[4].rate()))
+    print(f"best: --lm {lm} --lm-weight {weight:g} --word-score {word_score:g} WER={words.rate() * 100:.2f} "
           f"CER={chars.rate() * 100:.2f} utts={len(logprobs)}")
     return 0
 

@@ -180,7 +180,13 @@ def test_tune_lm_cli(tmp_path: Path, capsys, speech_wav: Path, model_path: Path)
     assert tune_lm.main([*args, "--lm-weights", "0.5", "1", "--word-scores", "0"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 3 and out[0].startswith("lm_weight=0.5 word_score=0 WER=")
-    assert out[-1].startswith("best: --lm-weight ") and out[-1].endswith("utts=1")
+    assert out[-1].startswith(f"best: --lm {arpa} --lm-weight ") and out[-1].endswith("utts=1")
+    other = tmp_path / "other.arpa"  # several LMs: one grid each over the same log-probs
+    other.write_text(build_arpa(["A DOG RAN"]))
+    assert tune_lm.main([*args, str(other), "--lm-weights", "1", "--word-scores", "0"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[0] for line in out[:-1]] == [f"lm={arpa}", "lm_weight=1", f"lm={other}", "lm_weight=1"]
+    assert out[-1].startswith("best: --lm ")
     assert tune_lm.main([*args[:-1], str(tmp_path / "missing.arpa")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("asr.tune_lm: error:") and "missing.arpa" in err[0]
