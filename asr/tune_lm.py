@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--word-scores", type=float, nargs="+", default=[-1.0, 0.0, 1.0])
     parser.add_argument("--beam-size", type=int, default=BeamConfig().beam_size)
     args = parser.parse_args(argv)
-    lms = args.lm or ([default_lm_path()] if default_lm_path() else [])
+    lms = args.lm or [path for path in [default_lm_path()] if path]
     rows = []
     try:
         if not lms:
