@@ -1,7 +1,7 @@
 """Word and character error rates of a model on a manifest.
 
     python -m asr.evaluate --manifest M.jsonl [--model PATH] [--streaming --chunk-ms 500]
-                           [--split NAME] [--report PATH] [--limit N] [--beam | --lm LM.arpa]
+                           [--split NAME] [--report PATH] [--limit N] [--beam | --lm LM.arpa] [--by-speaker]
 
 References and hypotheses both go through asr.text.normalize before jiwer scores them.
 Offline mode runs the recognizer's whole-utterance forward; --streaming feeds it in chunks
@@ -9,7 +9,7 @@ and also reports the per-chunk compute latency. Both give the same transcripts (
 path equals the offline forward). The last line is exactly
 `WER=<pct> CER=<pct> RTF=<float> utts=<n>`.
 Decoding is greedy CTC; --beam uses a lexicon beam search with the bundled word LM, --lm with another
-one (python -m asr.lm).
+one (python -m asr.lm). --by-speaker also prints one line per manifest speaker, worst WER first.
 """
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ class UttResult:
     words: Score
     chars: Score
     alignment: list[dict] = field(default_factory=list)
+    speaker: str = ""
 
 
 def score(ref: str, hyp: str) -> tuple[Score, Score, list[dict]]:
@@ -113,15 +114,21 @@ def evaluate(recognizer: Recognizer, utterances: list[Utterance], chunk_samples:
         ref, hyp = normalize(utt.text), normalize(hyp)
         words, chars, alignment = score(ref, hyp)
         results.append(UttResult(str(utt.audio), ref, hyp, wave.numel() / SAMPLE_RATE, compute, words, chars,
-                                 alignment))
+                                 alignment, utt.speaker))
     return results, latencies, errors
 
 
-def summarize(results: list[UttResult], latencies: list[float]) -> dict:
+def totals(results: list[UttResult]) -> tuple[Score, Score]:
+    """Summed word and character scores of `results`."""
     words, chars = Score(), Score()
     for r in results:
         words.add(r.words)
         chars.add(r.chars)
+    return words, chars
+
+
+def summarize(results: list[UttResult], latencies: list[float]) -> dict:
+    words, chars = totals(results)
     audio = sum(r.duration for r in results)
     summary = {"utts": len(results), "wer": words.rate(), "cer": chars.rate(),
                "rtf": sum(r.compute_s for r in results) / audio if audio else 0.0,
@@ -133,6 +140,15 @@ def summarize(results: list[UttResult], latencies: list[float]) -> dict:
     return summary
 
 
+def by_speaker(results: list[UttResult]) -> list[tuple[str, int, Score, Score]]:
+    """(speaker, utterances, word score, character score) per speaker, highest WER first."""
+    groups: dict[str, list[UttResult]] = {}
+    for r in results:
+        groups.setdefault(r.speaker, []).append(r)
+    rows = [(speaker, len(group), *totals(group)) for speaker, group in groups.items()]
+    return sorted(rows, key=lambda row: (-row[2].rate(), row[0]))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asr.evaluate", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -140,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streaming", action="store_true", help="feed the audio in chunks of --chunk-ms")
     cli.add_chunk_ms(parser, 500.0, "streaming chunk in ms (default 500)")
     parser.add_argument("--report", type=Path, help="write a per-utterance JSON report with alignments here")
+    parser.add_argument("--by-speaker", action="store_true",
+                        help="also print WER and CER per manifest speaker, worst first")
     cli.add_lm_args(parser)
     args = parser.parse_args(argv)
     try:
@@ -163,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
                   "chunk_ms": args.chunk_ms if args.streaming else None, "summary": summary,
                   "failed": errors, "utterances": [asdict(r) for r in results]}
         args.report.write_text(json.dumps(report, indent=1) + "\n")
+    if args.by_speaker:
+        for speaker, count, words, chars in by_speaker(results):
+            print(f"speaker={speaker or '-'} WER={words.rate() * 100:.2f} CER={chars.rate() * 100:.2f} "
+                  f"utts={count} words={words.ref}")
     print(f"substitutions={summary['substitutions']} deletions={summary['deletions']} "
           f"insertions={summary['insertions']} ref_words={summary['ref_words']}")
     if latencies:

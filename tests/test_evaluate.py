@@ -89,3 +89,30 @@ def test_split_keeps_that_split_and_unsplit_rows(manifest: Path, model_path: Pat
     write_manifest(split, rows)
     code, lines = run(capsys, "--manifest", str(split), "--model", str(model_path), "--split", "test")
     assert code == 0 and lines[-1].endswith(" utts=2")  # of three rows: the test one and the unsplit one
+
+
+def test_by_speaker_sums_each_speaker_and_puts_the_worst_first() -> None:
+    def result(speaker: str, ref: str, hyp: str) -> evaluate.UttResult:
+        words, chars, _ = evaluate.score(ref, hyp)
+        return evaluate.UttResult("a.wav", ref, hyp, 1.0, 0.1, words, chars, speaker=speaker)
+
+    rows = evaluate.by_speaker([result("ann", "A B", "A B"), result("bob", "A B C D", "A X C D"),
+                                result("ann", "C D", "C"), result("bob", "E F", "E F")])
+    assert [(speaker, count, words.ref, words.errors) for speaker, count, words, _ in rows] == \
+        [("ann", 2, 4, 1), ("bob", 2, 6, 1)]  # 25% before 16.7%
+    assert rows[0][3].ref == 6 and rows[0][3].errors == 2  # characters "A B" + "C D"; " D" deleted
+
+
+def test_by_speaker_lines(manifest: Path, model_path: Path, tmp_path: Path, capsys) -> None:
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    for row, speaker in zip(rows, ["s1", "s2", "s1"]):
+        row["speaker"] = speaker
+        row["audio"] = str(manifest.parent / row["audio"])
+    named = tmp_path / "speakers.jsonl"
+    write_manifest(named, rows)
+    code, lines = run(capsys, "--manifest", str(named), "--model", str(model_path), "--by-speaker")
+    assert code == 0
+    per_speaker = [re.fullmatch(r"speaker=(\S+) WER=(\S+) CER=\S+ utts=(\d) words=(\d+)", line) for line in lines[:2]]
+    assert all(per_speaker)
+    assert sorted((m.group(1), m.group(3), m.group(4)) for m in per_speaker) == [("s1", "2", "10"), ("s2", "1", "4")]
+    assert float(per_speaker[0].group(2)) >= float(per_speaker[1].group(2))
