@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -50,6 +51,14 @@ class Score:
     def add(self, other: "Score") -> None:
         self.ref, self.sub = self.ref + other.ref, self.sub + other.sub
         self.dels, self.ins = self.dels + other.dels, self.ins + other.ins
+
+    @staticmethod
+    def total(scores: Iterable["Score"]) -> "Score":
+        """The sum of `scores` (a new Score)."""
+        summed = Score()
+        for other in scores:
+            summed.add(other)
+        return summed
 
     def rate(self) -> float:
         """Errors / reference length (0 for an empty reference with no errors)."""
@@ -120,11 +129,7 @@ def evaluate(recognizer: Recognizer, utterances: list[Utterance], chunk_samples:
 
 def totals(results: list[UttResult]) -> tuple[Score, Score]:
     """Summed word and character scores of `results`."""
-    words, chars = Score(), Score()
-    for r in results:
-        words.add(r.words)
-        chars.add(r.chars)
-    return words, chars
+    return Score.total(r.words for r in results), Score.total(r.chars for r in results)
 
 
 def summarize(results: list[UttResult], latencies: list[float]) -> dict:

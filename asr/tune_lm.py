@@ -31,11 +31,8 @@ def grid_search(logprobs: list, refs: list[str], tokenizer, lm: str, weights: li
     rows = []
     for weight, word_score in product(weights, scores):
         search = BeamSearch(tokenizer, lm, BeamConfig(beam_size, weight, word_score))
-        words, chars = Score(), Score()
-        for lp, ref in zip(logprobs, refs):
-            w, c, _ = score(ref, normalize(search(lp)))
-            words.add(w)
-            chars.add(c)
+        scored = [score(ref, normalize(search(lp))) for lp, ref in zip(logprobs, refs)]
+        words, chars = Score.total(w for w, _, _ in scored), Score.total(c for _, c, _ in scored)
         rows.append((weight, word_score, words, chars))
         print(f"lm_weight={weight:g} word_score={word_score:g} WER={words.rate() * 100:.2f} "
               f"CER={chars.rate() * 100:.2f}", flush=True)
