@@ -1,6 +1,7 @@
 """Small builders shared by the tests."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -13,6 +14,8 @@ torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "conf"
+DATA = ROOT.parent / "shared" / "data"  # ../shared/data beside the checkout
+SPEECHOCEAN = DATA / "speechocean762" / "train.jsonl"
 PRESETS = sorted(p.stem for p in (CONF / "attention").glob("*.yaml"))
 
 
@@ -32,3 +35,14 @@ def tiny_encoder(seed: int = 0, **overrides) -> Encoder:
         for block in model.blocks:
             block.attn.distance_bias.normal_(0, 1)
     return model
+
+
+def small_manifest(tmp_path: Path, count: int) -> Path:
+    """The `count` shortest adult speechocean762 training utterances, with absolute audio paths."""
+    rows = [json.loads(line) for line in SPEECHOCEAN.read_text().splitlines()]
+    rows = sorted((r for r in rows if r["age"] >= 18 and r["duration"] >= 1.5), key=lambda r: r["duration"])[:count]
+    for row in rows:
+        row["audio"] = str(SPEECHOCEAN.parent / row["audio"])
+    path = tmp_path / "small.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path

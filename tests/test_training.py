@@ -16,22 +16,9 @@ from asr.encoder import EncoderConfig
 from asr.model_io import load_model, random_model, save_model
 from asr.recognizer import Recognizer
 from asr.train import export_checkpoint, module_from_model, train
-from helpers import CONF, ROOT
+from helpers import CONF, ROOT, SPEECHOCEAN, small_manifest
 
-DATA = ROOT.parent / "shared" / "data"  # ../shared/data beside the checkout
-SPEECHOCEAN = DATA / "speechocean762" / "train.jsonl"
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
-
-
-def small_manifest(tmp_path: Path, count: int) -> Path:
-    """The `count` shortest adult speechocean762 training utterances, with absolute audio paths."""
-    rows = [json.loads(line) for line in SPEECHOCEAN.read_text().splitlines()]
-    rows = sorted((r for r in rows if r["age"] >= 18 and r["duration"] >= 1.5), key=lambda r: r["duration"])[:count]
-    for row in rows:
-        row["audio"] = str(SPEECHOCEAN.parent / row["audio"])
-    path = tmp_path / "small.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 def config(run_dir: Path, manifest: Path, *overrides: str):
