@@ -2,6 +2,9 @@
 
 The lexicon is every word of the ARPA model spelled in the model's own units (BPE pieces, or
 letters followed by the word separator), so the search only ever outputs words the LM knows.
+A character model is trained to put the separator only *between* words, so the search appends one
+frame in which the separator is certain: without it no hypothesis could finish its last word, and the
+best finished one would often be the one that left that word out.
 
     search = BeamSearch(tokenizer, "lm.arpa")
     text = search(logprobs)            # (T, V) log-probs of one utterance -> text
@@ -15,11 +18,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from torch import Tensor
 
 from asr.ctc import Token
 from asr.lm import BOS, EOS, UNK
 from asr.tokenizer import Tokenizer
+
+
+_IMPOSSIBLE = -1.0e4  # a log-probability no path survives (flashlight wants finite scores)
 
 
 @dataclass
@@ -71,6 +78,10 @@ class BeamSearch:
         separator = tokenizer.word_separator()
         # BPE marks word starts inside its pieces and has no separator unit: <unk> (never emitted) stands in.
         silence = separator or tokens[1]
+        self.end_frame = None  # (1, V): the word separator, certain (character models only)
+        if separator:
+            self.end_frame = torch.full((1, len(tokens)), _IMPOSSIBLE)
+            self.end_frame[0, tokens.index(separator)] = 0.0
         with tempfile.NamedTemporaryFile("w", suffix=".lexicon", encoding="utf-8", delete=False) as lexicon:
             for word in arpa_words(arpa):
                 spelling = tokenizer.spell(word)
@@ -88,7 +99,10 @@ class BeamSearch:
     def _best(self, logprobs: Tensor):
         if logprobs.shape[0] == 0:
             return None
-        hypotheses = self.decoder(logprobs[None].float().contiguous().cpu())[0]
+        logprobs = logprobs.float().cpu()
+        if self.end_frame is not None:
+            logprobs = torch.cat([logprobs, self.end_frame])
+        hypotheses = self.decoder(logprobs[None].contiguous())[0]
         return hypotheses[0] if hypotheses else None
 
     def __call__(self, logprobs: Tensor) -> str:
@@ -103,6 +117,7 @@ class BeamSearch:
         if best is None:
             return []
         # flashlight's path has T + 2 steps: a word boundary before frame 0 and one after the last frame
+        # (and the appended separator frame is clamped to the last real frame too)
         last = logprobs.shape[0] - 1
         return [Token(int(i), offset + min(max(int(t) - 1, 0), last))
                 for i, t in zip(best.tokens.tolist(), best.timesteps.tolist())]

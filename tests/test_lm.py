@@ -11,7 +11,7 @@ import torch
 
 from asr import cli, evaluate, tune_lm
 from asr.beam import BeamConfig, BeamSearch, arpa_words
-from asr.ctc import greedy_decode, greedy_tokens
+from asr.ctc import greedy_decode, greedy_tokens, word_times
 from asr.endpoint import Segmenter
 from asr import lm
 from asr.lm import build_arpa
@@ -106,6 +106,23 @@ def test_beam_search_with_lexicon_corrects_an_acoustic_confusion(tmp_path: Path)
     assert tokenizer.decode(greedy_decode(logprobs)) == "THE KAT"
     assert BeamSearch(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0))(logprobs) == "THE CAT"
     assert BeamSearch(tokenizer, arpa)(logprobs[:0]) == ""
+
+
+def test_the_last_word_needs_no_separator_after_it(tmp_path: Path) -> None:
+    """Training targets put "|" only between words ("THE|CAT"), so a real model ends an utterance with
+    the last letter and then blanks; the beam must still finish and output that last word."""
+    tokenizer = Tokenizer("char")
+    assert tokenizer.decode(tokenizer.encode("THE CAT")) == "THE CAT" and tokenizer.encode("THE CAT")[-1] != 2
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    as_trained = [{"T": 0.9}, {"H": 0.9}, {"E": 0.9}, {"|": 0.9}, {"C": 0.9}, {"A": 0.9}, {"T": 0.9},
+                  {"<blank>": 0.9}, {"<blank>": 0.9}]
+    search = BeamSearch(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0))
+    assert search(emissions(tokenizer, as_trained)) == "THE CAT"
+    assert search(emissions(tokenizer, as_trained[:3])) == "THE"  # a one-word utterance
+    tokens = search.tokens(emissions(tokenizer, as_trained))
+    assert max(t.frame for t in tokens) <= len(as_trained) - 1  # the appended frame maps to a real one
+    assert [w.word for w in word_times(tokens, tokenizer, 0.04)] == ["THE", "CAT"]
 
 
 def test_evaluate_with_a_missing_lm_fails_in_one_line(tmp_path: Path, capsys, speech_wav: Path, model_path: Path) -> None:
