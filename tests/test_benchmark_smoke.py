@@ -110,3 +110,32 @@ def test_benchmark_stream_loop_equals_whole_utterance_on_trimmed_digits() -> Non
     for utt in read_manifest(FSDD, "test")[:120]:
         wave = load_audio(utt.audio)
         assert stream_clip(recognizer, wave, 8000)[0] == recognize(recognizer, wave, None)[0], utt.audio
+
+
+def test_a_peer_is_run_in_workers_of_bounded_size(tmp_path: Path, monkeypatch) -> None:
+    """A leaking peer library (moonshine-cpp) must not live for a whole long set: run_peer hands each
+    worker process at most ROWS_PER_WORKER rows, collects every row, and measures re-runs in the first only."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench import peers
+    fake = tmp_path / "worker.py"  # writes each row back with the worker's pid and its --rerun-limit
+    fake.write_text("import argparse, json, os\n"
+                    "p = argparse.ArgumentParser(); [p.add_argument(a) for a in ('--peer', '--manifest', '--out', '--rerun-limit', '--threads')]\n"
+                    "a = p.parse_args()\n"
+                    "with open(a.out, 'w') as out:\n"
+                    "    for line in open(a.manifest):\n"
+                    "        row = json.loads(line)\n"
+                    "        out.write(json.dumps({**row, 'hyp': 'X', 'pid': os.getpid(), 'rerun': int(a.rerun_limit)}) + '\\n')\n")
+    monkeypatch.setattr(peers, "PEER_PYTHON", Path(sys.executable))
+    monkeypatch.setattr(peers, "WORKER", fake)
+    manifest = tmp_path / "peers.jsonl"
+    names = [f"u{i}" for i in range(250)]
+    manifest.write_text("".join(json.dumps({"audio": "a.wav", "set": "dev" if i < 200 else "check", "name": n}) + "\n"
+                                for i, n in enumerate(names)))
+    run = peers.run_peer("moonshine", manifest, tmp_path / "out.jsonl", rerun_limit=3)
+    rows = {**run.rows["dev"], **run.rows["check"]}
+    assert run.error == "" and sorted(rows) == sorted(names)
+    by_worker: dict[int, list[dict]] = {}
+    for row in rows.values():
+        by_worker.setdefault(row["pid"], []).append(row)
+    assert sorted(len(r) for r in by_worker.values()) == [50, peers.ROWS_PER_WORKER, peers.ROWS_PER_WORKER]
+    assert sorted({r["rerun"] for r in w} == {3} for w in by_worker.values()) == [False, False, True]

@@ -37,18 +37,28 @@ def installed() -> str:
     return "" if PEER_PYTHON.is_file() else "not installed (.venv-peers missing: run bash scripts/install_peers.sh)"
 
 
+ROWS_PER_WORKER = 100  # moonshine-cpp keeps ~35 MB per utterance and freeing its model does not return it
+
+
 def run_peer(peer: str, manifest: Path, out: Path, rerun_limit: int, threads: int = 1) -> PeerRun:
-    """Decode a manifest of 16 kHz wav rows (with "set" and "name") with one peer, in one worker process."""
-    args = [str(PEER_PYTHON), str(WORKER), "--peer", peer, "--manifest", str(manifest), "--out", str(out),
-            "--rerun-limit", str(rerun_limit), "--threads", str(threads)]
-    done = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+    """Decode a manifest of 16 kHz wav rows (with "set" and "name") with one peer, in worker processes of
+    at most ROWS_PER_WORKER rows each, so a leaking peer library cannot exhaust the machine's memory.
+    The re-run cost is measured in the first worker only (the first `rerun_limit` rows of each of its sets)."""
+    lines = manifest.read_text().splitlines()
     run = PeerRun(peer)
-    if done.returncode != 0:
-        run.error = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-    if out.is_file():
-        for line in out.read_text().splitlines():
-            row = json.loads(line)
-            run.rows.setdefault(row["set"], {})[row["name"]] = row
+    for start in range(0, len(lines), ROWS_PER_WORKER):
+        part, part_out = manifest.with_suffix(f".{start}.jsonl"), out.with_suffix(f".{start}.jsonl")
+        part.write_text("".join(line + "\n" for line in lines[start:start + ROWS_PER_WORKER]))
+        args = [str(PEER_PYTHON), str(WORKER), "--peer", peer, "--manifest", str(part), "--out", str(part_out),
+                "--rerun-limit", str(rerun_limit if start == 0 else 0), "--threads", str(threads)]
+        done = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(threads)))
+        if part_out.is_file():
+            for line in part_out.read_text().splitlines():
+                row = json.loads(line)
+                run.rows.setdefault(row["set"], {})[row["name"]] = row
+        if done.returncode != 0:
+            run.error = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+            break
     return run
 
 
