@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, tone, write
+from helpers import DATA
 
-SHARED_DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
+SHARED_DEV = DATA / "speechocean762" / "dev.jsonl"
 
 
 def _env() -> dict[str, str]:
@@ -91,7 +92,7 @@ def test_bench_attention_small_sizes() -> None:
     assert full[0.1]["seconds"] is None and "not run" in full[0.1]["note"]  # over the limit: skipped, said why
 
 
-FSDD = ROOT.parent / "shared" / "data" / "fsdd" / "fsdd.jsonl"
+FSDD = DATA / "fsdd" / "fsdd.jsonl"
 
 
 @pytest.mark.skipif(not FSDD.is_file(), reason=f"{FSDD} not found")
