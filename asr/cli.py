@@ -5,8 +5,8 @@ import argparse
 import sys
 
 from asr.audio import SAMPLE_RATE
-from asr.beam import BeamConfig, BeamSearch
-from asr.model_io import default_lm_path, default_model_path
+from asr.decoding.beam import BeamConfig, BeamSearch
+from asr.model.loader import default_lm_path, default_model_path
 from asr.recognizer import Recognizer
 
 
@@ -59,7 +59,7 @@ def add_lm_args(parser: argparse.ArgumentParser, finals: bool = False) -> None:
     what = "segment finals from a beam search with" if finals else "beam search with"
     parser.add_argument("--beam", action="store_true", help=f"{what} the bundled word LM"
                         + (" (the default with the bundled model)" if finals else ""))
-    parser.add_argument("--lm", help=f"{what} this ARPA word LM (python -m asr.lm) instead")
+    parser.add_argument("--lm", help=f"{what} this ARPA word LM (python -m asr.tools.lm) instead")
     if finals:
         parser.add_argument("--greedy", action="store_true", help="greedy CTC finals, no word LM")
     parser.add_argument("--beam-size", type=int, default=defaults.beam_size, help="beam width (with the LM)")

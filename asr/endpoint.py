@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from asr.audio import SAMPLE_RATE
-from asr.beam import BeamSearch
-from asr.ctc import Token, Word, word_times
+from asr.decoding.beam import BeamSearch
+from asr.decoding.ctc import Token, Word, word_times
 from asr.recognizer import Recognizer
 
 

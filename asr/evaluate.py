@@ -9,7 +9,7 @@ and also reports the per-chunk compute latency. Both give the same transcripts (
 path equals the offline forward). The last line is exactly
 `WER=<pct> CER=<pct> RTF=<float> utts=<n>`.
 Decoding is greedy CTC; --beam uses a lexicon beam search with the bundled word LM, --lm with another
-one (python -m asr.lm). --by-speaker also prints one line per manifest speaker, worst WER first.
+one (python -m asr.tools.lm). --by-speaker also prints one line per manifest speaker, worst WER first.
 """
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ import torch
 
 from asr import cli
 from asr.audio import SAMPLE_RATE, AudioError, load_audio, rechunk
-from asr.beam import BeamSearch
-from asr.ctc import greedy_decode
+from asr.decoding.beam import BeamSearch
+from asr.decoding.ctc import greedy_decode
 from asr.manifest import ManifestError, Utterance, read_manifest
-from asr.model_io import ModelError
+from asr.model.loader import ModelError
 from asr.recognizer import Recognizer
 from asr.text import normalize
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from asr.ctc import Word
+from asr.decoding.ctc import Word
 
 FORMATS = ("txt", "json", "srt", "vtt")
 MAX_CUE_WORDS = 12

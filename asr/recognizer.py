@@ -24,10 +24,10 @@ import torch
 from torch import Tensor
 
 from asr.audio import rechunk
-from asr.ctc import Token, Word, greedy_tokens, word_times
-from asr.encoder import Encoder, EncoderState
+from asr.decoding.ctc import Token, Word, greedy_tokens, word_times
+from asr.model.encoder import Encoder, EncoderState
 from asr.features import Fbank, num_frames, stream_fbank
-from asr.model_io import default_model_path, load_model, random_model
+from asr.model.loader import default_model_path, load_model, random_model
 from asr.tokenizer import BLANK, Tokenizer
 
 

@@ -23,9 +23,9 @@ import torch
 
 from asr import cli
 from asr.audio import SAMPLE_RATE, AudioError, load_audio, read_blocks, rechunk
-from asr.ctc import greedy_decode
+from asr.decoding.ctc import greedy_decode
 from asr.endpoint import Emission, emissions
-from asr.model_io import ModelError
+from asr.model.loader import ModelError
 from asr.recognizer import Recognizer
 
 

@@ -24,10 +24,10 @@ from tqdm import tqdm
 
 from asr import cli
 from asr.audio import AUDIO_SUFFIXES, SAMPLE_RATE, AudioError, read_blocks, rechunk
-from asr.beam import BeamSearch
+from asr.decoding.beam import BeamSearch
 from asr.endpoint import emissions
 from asr.manifest import ManifestError, read_manifest
-from asr.model_io import ModelError
+from asr.model.loader import ModelError
 from asr.outputs import FORMATS, Segment, Transcript, render
 from asr.recognizer import Recognizer
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from asr.encoder import EncoderConfig  # noqa: E402
-from asr.model_io import ModelError, average_weights, load_model, save_model  # noqa: E402
+from asr.model.config import EncoderConfig  # noqa: E402
+from asr.model.loader import ModelError, average_weights, load_model, save_model  # noqa: E402
 
 
 def architecture(cfg: EncoderConfig) -> dict:

@@ -12,8 +12,8 @@ import pytest
 import soundfile as sf
 import torch
 
-from asr.encoder import EncoderConfig
-from asr.model_io import random_model, save_model
+from asr.model.config import EncoderConfig
+from asr.model.loader import random_model, save_model
 
 from helpers import ROOT
 RATE = 16000

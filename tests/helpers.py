@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
-from asr.encoder import Encoder, EncoderConfig
+from asr.model.encoder import Encoder, EncoderConfig
 
 # Small tensors run fastest on one thread, and the suite must not fight other processes for cores.
 torch.set_num_threads(1)

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from asr.attention import SelfAttention, sliding_window_mask
+from asr.model.attention import SelfAttention, sliding_window_mask
 
 
 @pytest.mark.parametrize("window", [1, 2, 5, 50, None])
@@ -31,11 +31,20 @@ def test_cached_attention_equals_full(window):
         attn.distance_bias.normal_()
     x = torch.randn(1, 30, 16)
     empty = torch.zeros(1, 2, 0, 8)
-    full, _, _ = attn(x, empty, empty, 0)
+    none = torch.zeros(1, dtype=torch.long)
+    full, _, _ = attn(x, empty, empty, none)
     k, v, outs = empty, empty, []
     for start in range(0, 30, 7):
-        y, k, v = attn(x[:, start:start + 7], k, v, 0)
+        y, k, v = attn(x[:, start:start + 7], k, v, none)
         outs.append(y)
         if window is not None:
             assert k.shape[2] <= window - 1
     torch.testing.assert_close(torch.cat(outs, 1), full, atol=1e-5, rtol=0)
+
+
+def test_mask_per_row_empty_slots():
+    # two streams in one batch: the first has 2 empty cache slots, the second none
+    mask = sliding_window_mask(2, 5, window=None, invalid_keys=torch.tensor([2, 0]))
+    assert mask.shape == (2, 2, 5)
+    assert mask[0, 0].tolist() == [False, False, True, True, False]
+    assert mask[1, 0].tolist() == [True, True, True, True, False]

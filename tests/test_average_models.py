@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
-from asr.encoder import EncoderConfig
-from asr.model_io import load_model, random_model, save_model
+from asr.model.config import EncoderConfig
+from asr.model.loader import load_model, random_model, save_model
 from helpers import ROOT
 
 SCRIPT = str(ROOT / "scripts" / "average_models.py")

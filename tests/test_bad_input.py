@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import save_file
 
 from asr import evaluate, stream, transcribe
-from asr.model_io import ModelError, load_config, load_model
+from asr.model.loader import ModelError, load_config, load_model
 from conftest import tone, write
 
 

@@ -79,7 +79,7 @@ def test_benchmark_smoke_writes_results(model_path: Path, tone_manifest: Path, t
 
 
 def test_bench_attention_small_sizes() -> None:
-    done = subprocess.run([sys.executable, "-m", "asr.bench_attention", "--minutes", "0.05", "0.1",
+    done = subprocess.run([sys.executable, "-m", "asr.tools.bench_attention", "--minutes", "0.05", "0.1",
                            "--max-gb", "0.0015", "--json"], cwd=ROOT, capture_output=True, text=True,
                           env=_env(), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -3,8 +3,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from asr.config import register_configs
-from asr.encoder import Encoder, EncoderConfig
+from asr.training.config import register_configs
+from asr.model.encoder import Encoder, EncoderConfig
 from asr.stream import main as stream_main
 from helpers import CONF, PRESETS
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import torch
 
-from asr.data import AugmentConfig, SpeechDataset, warp_mel
+from asr.training.data import AugmentConfig, SpeechDataset, warp_mel
 from asr.manifest import Utterance
 from asr.tokenizer import Tokenizer
 from conftest import tone, write

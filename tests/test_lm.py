@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from asr import cli, evaluate, tune_lm
-from asr.beam import BeamConfig, BeamSearch, arpa_words
-from asr.ctc import greedy_decode, greedy_tokens, word_times
+from asr import cli, evaluate
+from asr.tools import tune_lm
+from asr.decoding.beam import BeamConfig, BeamSearch, arpa_words
+from asr.decoding.ctc import greedy_decode, greedy_tokens, word_times
 from asr.endpoint import Segmenter
-from asr import lm
-from asr.lm import build_arpa
-from asr.model_io import default_lm_path
+from asr.tools import lm
+from asr.tools.lm import build_arpa
+from asr.model.loader import default_lm_path
 from asr.tokenizer import Tokenizer
 
 CORPUS = ["THE CAT SAT", "THE CAT RAN", "THE DOG SAT", "A DOG RAN HOME", "THE CAT SAT HOME", "A CAT"]
@@ -206,4 +207,4 @@ def test_tune_lm_cli(tmp_path: Path, capsys, speech_wav: Path, model_path: Path)
     assert out[-1].startswith("best: --lm ")
     assert tune_lm.main([*args[:-1], str(tmp_path / "missing.arpa")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("asr.tune_lm: error:") and "missing.arpa" in err[0]
+    assert len(err) == 1 and err[0].startswith("asr.tools.tune_lm: error:") and "missing.arpa" in err[0]

@@ -7,7 +7,7 @@ import sys
 import pytest
 import torch
 
-from asr.model_io import load_model
+from asr.model.loader import load_model
 from helpers import DATA, ROOT, SPEECHOCEAN, small_manifest
 
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")

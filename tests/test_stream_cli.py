@@ -14,7 +14,7 @@ import torch
 
 from asr import stream
 from asr.audio import rechunk
-from asr.ctc import Token
+from asr.decoding.ctc import Token
 from asr.endpoint import EndpointConfig, Segmenter, emissions, end_frame
 from asr.recognizer import Recognizer, StreamState
 from asr.tokenizer import Tokenizer

@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asr.ctc import greedy_decode
+from asr.decoding.ctc import greedy_decode
 from helpers import PRESETS, preset, tiny_encoder
 
 # front ends: strided Conv1d with factor S and kernel K, or log2(S) stride-2 Conv2d layers

@@ -38,7 +38,7 @@ def test_tokenizer_round_trip_and_serialisation(kind):
 
 @pytest.mark.parametrize("kind", ["bpe", "char"])
 def test_word_times_from_token_frames(kind):
-    from asr.ctc import Token, word_times
+    from asr.decoding.ctc import Token, word_times
     tok = Tokenizer.train([normalize("the cat sat on the mat")] * 50, kind, vocab_size=30)
     tokens = [Token(i, 10 + 3 * n) for n, i in enumerate(tok.encode("THE CAT"))]
     words = word_times(tokens, tok, frame_seconds=0.04)

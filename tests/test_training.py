@@ -11,11 +11,11 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from asr.audio import load_audio
-from asr.config import OptimConfig
-from asr.encoder import EncoderConfig
-from asr.model_io import load_model, random_model, save_model
+from asr.training.config import OptimConfig
+from asr.model.config import EncoderConfig
+from asr.model.loader import load_model, random_model, save_model
 from asr.recognizer import Recognizer
-from asr.train import export_checkpoint, module_from_model, train
+from asr.training.train import export_checkpoint, module_from_model, train
 from helpers import CONF, ROOT, SPEECHOCEAN, small_manifest
 
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")

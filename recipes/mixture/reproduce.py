@@ -6,7 +6,7 @@ It runs the recipe of asr/pretrained/MODEL_CARD.md step by step: the synthetic c
 halves (SpecAugment from step 6700); stage 2; stage 3; the regularisation probe and stage 4; the mean of
 stages 3 and 4; stage 5 from that mean; the mean of that mean and stage 5 (the default model); the word
 LM. A finished step leaves <work>/reproduce/<step>.done and is skipped from then on. A training step
-that was cut off resumes from its last checkpoint (`asr.train` does that by itself), so after an
+that was cut off resumes from its last checkpoint (`asr.training.train` does that by itself), so after an
 interruption, such as the end of a session, run the same command again.
 
 The results are <work>/default.safetensors and <work>/default.arpa; copy them over asr/pretrained/ to
@@ -41,10 +41,10 @@ def plan(work: Path, data: Path, python: str, tts_python: str, extra: list[str])
     """Every step of the default model's recipe, in order."""
 
     def model(run: str) -> Path:
-        return work / run / "model.safetensors"  # asr.train's export: the run's best dev CER
+        return work / run / "model.safetensors"  # asr.training.train's export: the run's best dev CER
 
     def train(name: str, experiment: str, init_from: Path | None, *overrides: str) -> Step:
-        command = [python, "-m", "asr.train", f"experiment={experiment}", f"run_dir={work / experiment}",
+        command = [python, "-m", "asr.training", f"experiment={experiment}", f"run_dir={work / experiment}",
                    f"data.root={data}"] + ([f"init_from={init_from}"] if init_from else [])
         return Step(name, command + list(overrides) + extra)
 
@@ -72,7 +72,7 @@ def plan(work: Path, data: Path, python: str, tts_python: str, extra: list[str])
         average("default", work / "soup34.safetensors", model("mixture_stage5")),
         Step("lm-text", [python, "recipes/synthetic/prepare.py", "--text-only", "--text-dir", str(data / "text"),
                          "--out", str(work / "lm")]),
-        Step("lm", [python, "-m", "asr.lm", "--out", str(work / "default.arpa"), "--min-count", "2", "--split",
+        Step("lm", [python, "-m", "asr.tools.lm", "--out", str(work / "default.arpa"), "--min-count", "2", "--split",
                     "train", str(work / "lm" / "train_text.txt"), str(data / "speechocean762" / "train.jsonl"),
                     str(data / "fsdd" / "fsdd.jsonl")]),
     ]

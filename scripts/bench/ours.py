@@ -14,7 +14,7 @@ import torch
 from asr.audio import SAMPLE_RATE, rechunk
 from asr.endpoint import emissions
 from asr.evaluate import UttResult, recognize, score, summarize
-from asr.beam import BeamSearch
+from asr.decoding.beam import BeamSearch
 from asr.recognizer import Recognizer
 from asr.text import normalize
 

@@ -1,7 +1,7 @@
 """RESULTS.md from the benchmark's results dictionary."""
 from __future__ import annotations
 
-from asr.bench_attention import Measurement, table as scaling_table
+from asr.tools.bench_attention import Measurement, table as scaling_table
 
 from bench.peers import LABELS
 
@@ -158,7 +158,7 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
             "## 5. Scaling\n",
             f"Encoder alone, the benchmarked model's architecture ({meta['architecture']}), random weights and "
             "features, 1 thread, each "
-            "point in a fresh process (`python -m asr.bench_attention`). Sliding "
+            "point in a fresh process (`python -m asr.tools.bench_attention`). Sliding "
             "window: `Encoder.stream` in 500 ms chunks; full causal attention: `Encoder.forward` on the whole "
             "input (dense T x T masks), run only while its estimated size stays under the limit.\n",
             scaling_table([Measurement(**{k: v for k, v in r.items() if k != "rtf"}) for r in results["scaling"]]),

@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from asr.ctc import Token
-from asr.lm import BOS, EOS, UNK
+from asr.decoding.ctc import Token
+from asr.tools.lm import BOS, EOS, UNK
 from asr.tokenizer import Tokenizer
 
 
@@ -32,7 +32,7 @@ _IMPOSSIBLE = -1.0e4  # a log-probability no path survives (flashlight wants fin
 @dataclass
 class BeamConfig:
     beam_size: int = 128  # chosen on dev: 32 -> 128 lowered WER by 0.6-1.5 points, at about 25 ms per utterance (1 thread)
-    lm_weight: float = 2.0  # both tuned on speechocean762 dev for the bundled model and LM (python -m asr.tune_lm)
+    lm_weight: float = 2.0  # both tuned on speechocean762 dev for the bundled model and LM (python -m asr.tools.tune_lm)
     word_score: float = 0.0
 
 
@@ -112,7 +112,7 @@ class BeamSearch:
 
     def tokens(self, logprobs: Tensor, offset: int = 0) -> list[Token]:
         """(T, V) -> the best hypothesis as tokens (model ids) at their frames (+ `offset`), blanks
-        and repeats removed, so `asr.ctc.word_times` gives its word times as for greedy output."""
+        and repeats removed, so `asr.decoding.ctc.word_times` gives its word times as for greedy output."""
         best = self._best(logprobs)
         if best is None:
             return []

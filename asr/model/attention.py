@@ -16,17 +16,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 
-def sliding_window_mask(num_queries: int, num_keys: int, window: int | None, invalid_keys: int = 0,
+def sliding_window_mask(num_queries: int, num_keys: int, window: int | None, invalid_keys: int | Tensor = 0,
                         device: torch.device | None = None) -> Tensor:
-    """Boolean (Tq, Tk) mask, True where query i may attend key j.
+    """Boolean mask, True where query i may attend key j: (Tq, Tk), or (B, Tq, Tk) for per-row `invalid_keys`.
 
     The queries are the last Tq of the Tk key frames (the first Tk - Tq keys come from the cache),
-    and the first `invalid_keys` cache slots hold nothing yet. distance = (Tk - Tq + i) - j.
+    and the first `invalid_keys` cache slots (an int, or a (B,) tensor: one count per stream) hold
+    nothing yet. distance = (Tk - Tq + i) - j.
     """
     q = torch.arange(num_queries, device=device)[:, None] + (num_keys - num_queries)
     k = torch.arange(num_keys, device=device)[None, :]
     distance = q - k
-    allowed = (distance >= 0) & (k >= invalid_keys)
+    invalid = torch.as_tensor(invalid_keys, device=device)[..., None, None]  # () or (B,) -> (..., 1, 1)
+    allowed = (distance >= 0) & (k >= invalid)
     if window is not None:
         allowed &= distance < window
     return allowed
@@ -48,8 +50,9 @@ class SelfAttention(nn.Module):
         """Frames of keys/values carried to the next chunk (None: unbounded, full attention)."""
         return None if self.window is None else self.window - 1
 
-    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: int) -> tuple[Tensor, Tensor, Tensor]:
-        """x (B, T, D); k_cache, v_cache (B, H, L, D/H) from earlier frames, the first `invalid` slots empty.
+    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, D); k_cache, v_cache (B, H, L, D/H) from earlier frames; invalid (B,): how many of
+        each row's leading cache slots are still empty (rows are independent streams).
 
         Returns the output (B, T, D) and the new caches (B, H, L', D/H): the last W-1 frames' keys
         and values (all of them for full attention).
@@ -58,8 +61,8 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, D // self.n_heads).permute(2, 0, 3, 1, 4)  # 3x (B, H, T, D/H)
         k = torch.cat([k_cache, k], dim=2)  # (B, H, L + T, D/H)
         v = torch.cat([v_cache, v], dim=2)
-        allowed = sliding_window_mask(T, k.shape[2], self.window, invalid, device=x.device)  # (T, L + T)
-        bias = self.relative_bias(T, k.shape[2], x.device).masked_fill(~allowed, float("-inf"))  # (H, T, L + T)
+        allowed = sliding_window_mask(T, k.shape[2], self.window, invalid, device=x.device)  # (B, T, L + T)
+        bias = self.relative_bias(T, k.shape[2], x.device).masked_fill(~allowed[:, None], float("-inf"))  # (B, H, T, L + T)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))  # no attention dropout: costly on CPU
         y = self.out(y.transpose(1, 2).reshape(B, T, D))
         if self.cache_size is not None:

@@ -1,13 +1,13 @@
 """Choose the word LM's weight and per-word score on a validation set (grid search).
 
-    python -m asr.tune_lm --manifest DEV.jsonl [--model PATH] [--lm LM.arpa [LM2.arpa ...]]
+    python -m asr.tools.tune_lm --manifest DEV.jsonl [--model PATH] [--lm LM.arpa [LM2.arpa ...]]
                           [--lm-weights 0.5 1 1.5] [--word-scores -1 0 1] [--beam-size 128] [--limit N]
 
 The acoustic model runs once per utterance; each grid point (LM file x weight x word score) only
 re-runs the beam search over the saved log-probs. Prints WER/CER per point and, last, the best point as
 `best: --lm LM --lm-weight W --word-score S WER=<pct> CER=<pct>`. Tune on a validation set (speechocean762 dev),
 never on a test set; then pass the chosen values to asr.stream/transcribe/evaluate, or make them the
-defaults in `asr.beam.BeamConfig` when they belong to the bundled model and LM.
+defaults in `asr.decoding.beam.BeamConfig` when they belong to the bundled model and LM.
 """
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from pathlib import Path
 
 from asr import cli
 from asr.audio import AudioError, load_audio
-from asr.beam import BeamConfig, BeamSearch
+from asr.decoding.beam import BeamConfig, BeamSearch
 from asr.evaluate import Score, score
 from asr.manifest import ManifestError, read_manifest
-from asr.model_io import ModelError, default_lm_path
+from asr.model.loader import ModelError, default_lm_path
 from asr.text import normalize
 
 
@@ -40,7 +40,7 @@ def grid_search(logprobs: list, refs: list[str], tokenizer, lm: str, weights: li
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr.tune_lm", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m asr.tools.tune_lm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_manifest_args(parser)
     parser.add_argument("--lm", nargs="+", help="ARPA word LM(s) to compare; default: the bundled one")
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += [(str(lm), *row) for row in grid_search(logprobs, refs, recognizer.tokenizer, str(lm),
                                                             args.lm_weights, args.word_scores, args.beam_size)]
     except (ManifestError, ModelError, AudioError, FileNotFoundError) as err:
-        print(f"asr.tune_lm: error: {err}", file=sys.stderr)
+        print(f"asr.tools.tune_lm: error: {err}", file=sys.stderr)
         return 1
     lm, weight, word_score, words, chars = min(rows, key=lambda r: (r[3].rate(), r[4].rate()))
     print(f"best: --lm {lm} --lm-weight {weight:g} --word-score {word_score:g} WER={words.rate() * 100:.2f} "

@@ -14,7 +14,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 
-from asr.encoder import Encoder, EncoderConfig
+from asr.model.encoder import Encoder, EncoderConfig
 from asr.tokenizer import Tokenizer
 
 FORMAT = "asr-ctc-v1"

@@ -1,4 +1,4 @@
-"""Train a model: `python -m asr.train experiment=mixture [key=value ...]` (Hydra).
+"""Train a model: `python -m asr.training experiment=mixture [key=value ...]` (Hydra).
 
 Everything lands in one run folder (`run_dir`): the composed config, CSV logs, checkpoints and
 the exported `model.safetensors`. Running the same command again resumes from the last checkpoint.
@@ -10,22 +10,21 @@ import random
 from dataclasses import replace
 from pathlib import Path
 
-import hydra
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 
-from asr.config import OptimConfig, TrainConfig, register_configs
-from asr.ctc_module import CTCModule
-from asr.data import SpeechDataModule, SpeechDataset, load_sources
-from asr.encoder import EncoderConfig
-from asr.model_io import average_weights, load_model, save_model
+from asr.training.config import OptimConfig, TrainConfig
+from asr.training.module import CTCModule
+from asr.training.data import SpeechDataModule, SpeechDataset, load_sources
+from asr.model.config import EncoderConfig
+from asr.model.loader import average_weights, load_model, save_model
 from asr.text import normalize
 from asr.tokenizer import Tokenizer
 
-log = logging.getLogger("asr.train")
+log = logging.getLogger("asr.training.train")
 
 
 def estimate_cmvn(dataset: SpeechDataset, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -106,15 +105,3 @@ def export_checkpoint(run_dir: Path, checkpoints: list[Path], out: Path | None =
                                          "averaged_steps": steps if len(steps) > 1 else None})
     log.info("exported %s (from %s, steps %s)", out, ", ".join(map(str, checkpoints)), steps)
     return out
-
-
-register_configs()
-
-
-@hydra.main(config_path="../conf", config_name="train", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    train(cfg)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """Encoder time and peak memory versus audio length: sliding-window against full causal attention.
 
-    python -m asr.bench_attention [--minutes 1 10 60] [--window 50] [--max-gb 8] [--threads 1] [--json]
+    python -m asr.tools.bench_attention [--minutes 1 10 60] [--window 50] [--max-gb 8] [--threads 1] [--json]
 
 Uses the bundled model's architecture (its config, 40 ms encoder frames; `EncoderConfig()` if no model
 ships) with random weights on random log-mel features (the cost does not depend on the values). The windowed model runs
@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from asr.encoder import Encoder, EncoderConfig
-from asr.model_io import default_model_path, load_config
+from asr.model.encoder import Encoder, EncoderConfig
+from asr.model.loader import default_model_path, load_config
 
 FRAMES_PER_SECOND = 100  # feature frames (10 ms hop)
 CHUNK_FRAMES = 50  # 500 ms
@@ -100,7 +100,7 @@ def measure(window: int | None, minutes: float, threads: int = 1, seed: int = 0,
 def measure_in_subprocess(window: int | None, minutes: float, threads: int, base: EncoderConfig,
                           timeout: float = 1800) -> Measurement:
     """`measure` in a fresh Python process, so the peak RSS belongs to this run alone."""
-    args = [sys.executable, "-m", "asr.bench_attention", "--child", str(window or 0), str(minutes),
+    args = [sys.executable, "-m", "asr.tools.bench_attention", "--child", str(window or 0), str(minutes),
             "--threads", str(threads), "--config-json", json.dumps(asdict(base))]
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     mode = "full" if window is None else f"window {window}"
@@ -173,7 +173,7 @@ def table(rows: list[Measurement]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr.bench_attention", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m asr.tools.bench_attention", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, nargs="+", default=[1.0, 10.0, 60.0], help="audio lengths")
     parser.add_argument("--window", type=int, default=50, help="sliding window in encoder frames (default 50)")

@@ -6,8 +6,8 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
-from asr.data import DataConfig
-from asr.encoder import EncoderConfig
+from asr.training.data import DataConfig
+from asr.model.config import EncoderConfig
 
 
 @dataclass

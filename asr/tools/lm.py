@@ -14,7 +14,7 @@ corpus's model small). A reader then backs off for them, and each history's back
 recomputed so that p(. | h) still sums to one:
 gamma'(h) = (1 - sum of listed p(w | h)) / (1 - sum over the same w of p(w | h')).
 
-    python -m asr.lm --out lm.arpa [--min-count 2] TEXT_OR_MANIFEST [...]   (text: one sentence a line)
+    python -m asr.tools.lm --out lm.arpa [--min-count 2] TEXT_OR_MANIFEST [...]   (text: one sentence a line)
 """
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def read_sentences(path: Path, split: str = "") -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr.lm", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m asr.tools.lm", description=__doc__.split("\n\n")[0])
     parser.add_argument("sources", nargs="+", type=Path, help="manifests (.jsonl) or text files")
     parser.add_argument("--out", type=Path, required=True, help="ARPA file to write")
     parser.add_argument("--order", type=int, default=3)
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     sentences = []
     for source in args.sources:
         if not source.is_file():
-            print(f"asr.lm: error: {source}: no such file", file=sys.stderr)
+            print(f"asr.tools.lm: error: {source}: no such file", file=sys.stderr)
             return 1
         sentences += read_sentences(source, args.split)
     args.out.write_text(build_arpa(sentences, args.order, args.min_count), encoding="utf-8")

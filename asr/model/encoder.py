@@ -15,44 +15,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from asr.attention import SelfAttention
-from asr.features import GlobalCMVN
+from asr.model.attention import SelfAttention
+from asr.model.config import EncoderConfig
 
 
-@dataclass
-class EncoderConfig:
-    vocab_size: int = 256  # CTC output classes, blank = 0
-    n_mels: int = 80
-    d_model: int = 192
-    n_layers: int = 6
-    n_heads: int = 4
-    window: int | None = 50  # attention window W in encoder frames (None: full causal attention)
-    max_distance: int = 128  # distance buckets of the position bias when window is None
-    ff_mult: int = 4
-    dropout: float = 0.1
-    subsampling: int = 4  # S: encoder frame = S x 10 ms (1, 2 or 4)
-    frontend: str = "conv1d"  # conv1d: one strided Conv1d; conv2d: log2(S) narrow time-frequency Conv2d layers
-    subsampling_kernel: int = 8  # conv1d: feature frames each encoder frame looks at (>= S)
-    frontend_channels: int = 32  # conv2d: channels of each Conv2d layer (keep it narrow on CPUs)
-    conv_kernel: int = 0  # causal depthwise conv module in each block over this many frames (0: none)
+class GlobalCMVN(nn.Module):
+    """Normalise features with dataset-wide mean and std (never per utterance)."""
 
-    def validate(self) -> "EncoderConfig":
-        """Raise ValueError naming the first bad value."""
-        if self.d_model <= 0 or self.n_heads <= 0 or self.d_model % self.n_heads:
-            raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}")
-        if self.window is not None and self.window < 1:
-            raise ValueError(f"window={self.window} must be >= 1 (or null for full attention)")
-        if self.subsampling not in (1, 2, 4):
-            raise ValueError(f"subsampling={self.subsampling} must be 1, 2 or 4")
-        if self.frontend not in ("conv1d", "conv2d"):
-            raise ValueError(f"frontend={self.frontend!r} must be conv1d or conv2d")
-        if self.frontend == "conv1d" and self.subsampling_kernel < self.subsampling:
-            raise ValueError(f"subsampling_kernel={self.subsampling_kernel} must be >= subsampling={self.subsampling}")
-        if self.conv_kernel < 0:
-            raise ValueError(f"conv_kernel={self.conv_kernel} must be >= 0 (0: no conv module)")
-        if self.n_layers < 1 or self.vocab_size < 2:
-            raise ValueError(f"n_layers={self.n_layers} and vocab_size={self.vocab_size} must be >= 1 and >= 2")
-        return self
+    def __init__(self, n_mels: int = 80):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(n_mels))
+        self.register_buffer("std", torch.ones(n_mels))
+
+    def set_stats(self, mean: Tensor, std: Tensor) -> None:
+        self.mean.copy_(mean)
+        self.std.copy_(std.clamp_min(1e-3))
+
+    def forward(self, feats: Tensor) -> Tensor:
+        return (feats - self.mean) / self.std
 
 
 @dataclass
@@ -60,9 +40,9 @@ class EncoderState:
     """Everything `Encoder.step` carries from one chunk to the next; its size is bounded by W."""
 
     frames: Tensor  # (B, P, F) normalised frames not yet consumed by the subsampling (P < kernel)
+    invalid: Tensor  # (B,) leading cache slots of each row that hold no frame yet (start of its stream)
     keys: list[Tensor] = field(default_factory=list)  # per layer (B, H, W-1, D/H)
     values: list[Tensor] = field(default_factory=list)
-    invalid: int = 0  # leading cache slots that hold no frame yet (start of stream)
     convs: list[Tensor] = field(default_factory=list)  # per layer (B, D, conv_kernel-1) conv inputs (if any)
 
     def numel(self) -> int:
@@ -145,7 +125,7 @@ class Block(nn.Module):
                                 nn.Dropout(cfg.dropout), nn.Linear(cfg.ff_mult * cfg.d_model, cfg.d_model))
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: int,
+    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: Tensor,
                 conv_cache: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         y, k_cache, v_cache = self.attn(self.attn_norm(x), k_cache, v_cache, invalid)
         x = x + self.drop(y)
@@ -191,7 +171,8 @@ class Encoder(nn.Module):
         empty = torch.zeros(batch, heads, slots, head_dim, device=device)
         convs = [torch.zeros(batch, cfg.d_model, cfg.conv_kernel - 1, device=device)] * cfg.n_layers if cfg.conv_kernel else []
         return EncoderState(frames=torch.zeros(batch, pad, cfg.n_mels, device=device),
-                            keys=[empty] * cfg.n_layers, values=[empty] * cfg.n_layers, invalid=slots, convs=convs)
+                            invalid=torch.full((batch,), slots, dtype=torch.long, device=device),
+                            keys=[empty] * cfg.n_layers, values=[empty] * cfg.n_layers, convs=convs)
 
     def step(self, feats: Tensor, state: EncoderState) -> tuple[Tensor, EncoderState]:
         """One chunk of any length: log-mel (B, C, F) -> new CTC log-probs (B, C', V) and the next state."""
@@ -208,7 +189,7 @@ class Encoder(nn.Module):
                 convs.append(conv_cache)
         logprobs = self.ctc(self.norm(x)).log_softmax(dim=-1)
         new_state = replace(state, frames=frames[:, consumed:], keys=keys, values=values, convs=convs,
-                            invalid=max(state.invalid - x.shape[1], 0))
+                            invalid=(state.invalid - x.shape[1]).clamp(min=0))
         return logprobs, new_state
 
     def stream(self, feats: Tensor, chunk_frames: int) -> Tensor:

@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from asr.config import OptimConfig
-from asr.ctc import greedy_decode
-from asr.encoder import Encoder, EncoderConfig
+from asr.training.config import OptimConfig
+from asr.decoding.ctc import greedy_decode
+from asr.model.encoder import Encoder, EncoderConfig
 from asr.tokenizer import Tokenizer
 
 

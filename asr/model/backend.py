@@ -1,0 +1,56 @@
+"""What the recognizer needs of an acoustic model, whatever runs it: torch or onnxruntime.
+
+Everything on the inference path outside `asr.model` works on numpy arrays, so a backend is a
+small object with an explicit streaming state:
+
+    model, tokenizer, info = load_backend(path, backend="torch")   # or "onnx" (a folder from asr.export)
+    state = model.initial_state(batch=1)
+    logprobs, state = model.step(feats, state)    # log-mel (B, T, F) -> log-probs (B, T', V)
+
+`step` takes raw log-mel frames (the model applies its own CMVN) of any count T, including 0,
+and returns the log-probs of the encoder frames they complete. Feeding a stream in chunks of any
+size gives the log-probs of one call over the whole stream (to float rounding). The state is
+opaque to callers; `stack_states` / `split_states` join independent streams into one batch and
+take them apart again (every row keeps its own caches and its own count of empty cache slots).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from asr.model.config import EncoderConfig
+from asr.tokenizer import Tokenizer
+
+BACKENDS = ("torch", "onnx")
+
+
+class AcousticModel(Protocol):
+    cfg: EncoderConfig
+
+    def initial_state(self, batch: int = 1) -> Any:
+        """The state of `batch` new streams."""
+
+    def step(self, feats: np.ndarray, state: Any) -> tuple[np.ndarray, Any]:
+        """Log-mel frames (B, T, F) float32 -> log-probs (B, T', V) float32 and the next state."""
+
+    def stack_states(self, states: list[Any]) -> Any:
+        """States of single streams (batch 1 each) -> one state with a row per stream."""
+
+    def split_states(self, state: Any) -> list[Any]:
+        """A batched state -> one batch-1 state per row."""
+
+
+def load_backend(path: str | Path | None = None, backend: str = "torch",
+                 threads: int = 1) -> tuple[AcousticModel, Tokenizer, dict]:
+    """(model, tokenizer, info) for a model file (torch: .safetensors; None: the bundled model) or an
+    exported folder (onnx). `threads`: CPU threads for the backend's math. Only the chosen backend's
+    library is imported: the onnx path never imports torch."""
+    if backend == "torch":
+        from asr.model.torch_backend import load_torch
+        return load_torch(path, threads)
+    if backend == "onnx":
+        from asr.model.onnx_backend import load_onnx
+        return load_onnx(path, threads)
+    raise ValueError(f"backend={backend!r} must be one of {', '.join(BACKENDS)}")

@@ -1,0 +1,54 @@
+"""The torch backend: `Encoder` behind the numpy interface of `asr.model.backend.AcousticModel`."""
+from __future__ import annotations
+
+from dataclasses import fields, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from asr.model.encoder import Encoder, EncoderState
+from asr.model.loader import load_model
+from asr.tokenizer import Tokenizer
+
+
+class TorchModel:
+    """Runs an `Encoder` in inference mode on the CPU; arrays in and out are numpy float32."""
+
+    def __init__(self, encoder: Encoder):
+        self.encoder = encoder.eval()
+        self.cfg = encoder.cfg
+
+    def initial_state(self, batch: int = 1) -> EncoderState:
+        return self.encoder.initial_state(batch)
+
+    @torch.inference_mode()
+    def step(self, feats: np.ndarray, state: EncoderState) -> tuple[np.ndarray, EncoderState]:
+        logprobs, state = self.encoder.step(torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32)), state)
+        return logprobs.numpy(), state
+
+    def stack_states(self, states: list[EncoderState]) -> EncoderState:
+        return _map_fields(states, lambda rows: torch.cat(rows, dim=0))
+
+    def split_states(self, state: EncoderState) -> list[EncoderState]:
+        rows = state.frames.shape[0]
+        return [_map_fields([state], lambda one, i=i: one[0][i:i + 1]) for i in range(rows)]
+
+
+def _map_fields(states: list[EncoderState], fn) -> EncoderState:
+    """Apply `fn` to the list of each tensor field across `states` (per layer for the cache lists)."""
+    out = {}
+    for f in fields(EncoderState):
+        values = [getattr(s, f.name) for s in states]
+        if isinstance(values[0], list):
+            out[f.name] = [fn([v[layer] for v in values]) for layer in range(len(values[0]))]
+        else:
+            out[f.name] = fn(values)
+    return replace(states[0], **out)
+
+
+def load_torch(path: str | Path | None, threads: int = 1) -> tuple[TorchModel, Tokenizer, dict]:
+    """The model file at `path` (None: the bundled one), with torch limited to `threads` CPU threads."""
+    torch.set_num_threads(threads)
+    encoder, tokenizer, info = load_model(path)
+    return TorchModel(encoder), tokenizer, info

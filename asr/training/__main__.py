@@ -1,0 +1,16 @@
+"""python -m asr.training experiment=NAME [overrides]: compose the config from conf/ and train."""
+import hydra
+from omegaconf import DictConfig
+
+from asr.training.config import register_configs
+from asr.training.train import train
+
+register_configs()
+
+
+@hydra.main(config_path="../../conf", config_name="train", version_base="1.3")
+def main(cfg: DictConfig) -> None:
+    train(cfg)
+
+
+main()
