@@ -1,0 +1,129 @@
+"""The onnxruntime backend: an exported folder (`python -m asr.export --onnx DIR`) behind the numpy
+interface of `asr.model.backend.AcousticModel`. Needs onnxruntime and numpy only; never imports torch.
+
+The state is a dict of numpy arrays named as the graph's inputs (see the folder's README.md):
+frames (B, P, F), invalid (B,) int64, key_i / value_i (B, H, W-1, D/H), conv_i (B, D, K-1).
+"""
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from asr.model.config import EncoderConfig
+from asr.tokenizer import Tokenizer
+
+FORMAT = "asr-onnx-v1"
+OnnxState = dict  # name -> np.ndarray, one entry per graph state input
+
+
+class OnnxModelError(ValueError):
+    """An exported folder that cannot be used; the message names the path and the reason."""
+
+
+class OnnxModel:
+    """One onnxruntime session over the streaming-step graph; arrays in and out are numpy."""
+
+    def __init__(self, session, meta: dict):
+        self.session, self.meta = session, meta
+        self.cfg = EncoderConfig(**meta["config"])
+        self.mean = np.asarray(meta["cmvn"]["mean"], dtype=np.float32)
+        self.std = np.asarray(meta["cmvn"]["std"], dtype=np.float32)
+        self.kernel = int(meta["subsampling"]["kernel"])
+        self.left_context = int(meta["subsampling"]["left_context"])
+        self.names: list[str] = list(meta["state"]["names"])
+        self.slots = int(meta["state"]["cache_slots"])
+        self.shapes = meta["state"]["shapes"]
+        self.outputs = ["logprobs"] + [f"new_{name}" for name in self.names]
+
+    def initial_state(self, batch: int = 1) -> OnnxState:
+        """`batch` new streams: zero caches, every slot empty, the subsampling's left padding."""
+        state = {}
+        for name in self.names:
+            if name == "invalid":
+                state[name] = np.full((batch,), self.slots, dtype=np.int64)
+            elif name == "frames":
+                state[name] = np.zeros((batch, self.left_context, self.cfg.n_mels), dtype=np.float32)
+            else:
+                state[name] = np.zeros([batch] + self.shapes[name][1:], dtype=np.float32)
+        return state
+
+    def step(self, feats: np.ndarray, state: OnnxState) -> tuple[np.ndarray, OnnxState]:
+        """Log-mel (B, T, F) float32, any T >= 0 -> log-probs (B, T', V) float32 and the next state."""
+        feats = np.ascontiguousarray(feats, dtype=np.float32)
+        batch = feats.shape[0]
+        if state["frames"].shape[1] + feats.shape[1] < self.kernel:  # no encoder frame completes
+            frames = np.concatenate([state["frames"], (feats - self.mean) / self.std], axis=1)
+            return np.zeros((batch, 0, self.cfg.vocab_size), dtype=np.float32), {**state, "frames": frames}
+        results = self.session.run(self.outputs, {"feats": feats, **state})
+        return results[0], dict(zip(self.names, results[1:]))
+
+    def stack_states(self, states: list[OnnxState]) -> OnnxState:
+        """Batch-1 states -> one state with a row per stream (every stream's leftover frames must
+        have the same count, as in streams fed the same chunk sizes)."""
+        return {name: np.concatenate([s[name] for s in states], axis=0) for name in self.names}
+
+    def split_states(self, state: OnnxState) -> list[OnnxState]:
+        """A batched state -> one batch-1 state per row."""
+        rows = state["invalid"].shape[0]
+        return [{name: state[name][i:i + 1].copy() for name in self.names} for i in range(rows)]
+
+
+def default_onnx_dir() -> Path | None:
+    """The export of the bundled model shipped in the package (asr/pretrained/onnx), if any."""
+    path = Path(str(resources.files("asr") / "pretrained" / "onnx"))
+    return path if (path / "model.json").is_file() else None
+
+
+def read_meta(path: Path) -> dict:
+    """model.json of an exported folder, checked; OnnxModelError naming the folder otherwise."""
+    if not path.is_dir():
+        raise OnnxModelError(f"{path}: no such ONNX model folder (make one with python -m asr.export --onnx DIR)")
+    try:
+        meta = json.loads((path / "model.json").read_text())
+    except (OSError, ValueError) as err:
+        raise OnnxModelError(f"{path}: not an asr ONNX export (model.json: {str(err).splitlines()[0]})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise OnnxModelError(f"{path}: not an asr ONNX export (format {found!r}, expected {FORMAT!r})")
+    return meta
+
+
+def load_onnx(path: str | Path | None = None, threads: int = 1,
+              int8: bool = False) -> tuple[OnnxModel, Tokenizer, dict]:
+    """(model, tokenizer, info) from an exported folder (None: the bundled export). `threads`: the
+    session's intra-op threads; `int8`: the quantised graph (the folder must have one). `path` may
+    also name a graph file inside a folder (e.g. DIR/encoder.int8.onnx)."""
+    import onnxruntime as ort
+
+    graph_file = None
+    if path is not None and Path(path).suffix == ".onnx":
+        path, graph_file = Path(path).parent, Path(path).name
+    if path is None:
+        path = default_onnx_dir()
+        if path is None:
+            raise OnnxModelError("no bundled ONNX export in this installation; pass --onnx-dir DIR")
+    path = Path(path)
+    meta = read_meta(path)
+    try:
+        name = graph_file or (meta["files"]["int8"] if int8 else meta["files"]["fp32"])
+        if not name:
+            raise OnnxModelError(f"{path}: this export has no int8 graph (export it with --int8)")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        session = ort.InferenceSession(str(path / name), options, providers=["CPUExecutionProvider"])
+        tokenizer = Tokenizer.from_bytes((path / meta["files"]["tokenizer"]).read_bytes())
+        model = OnnxModel(session, meta)
+    except OnnxModelError:
+        raise
+    except Exception as err:  # onnxruntime raises its own exception types for a missing or corrupt graph
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise OnnxModelError(f"{path}: not a usable asr ONNX export ({reason})") from None
+    info = dict(meta.get("info") or {})
+    info["onnx"] = {"dir": str(path), "graph": name}
+    return model, tokenizer, info
