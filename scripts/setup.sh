@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up a fresh machine for asr: system packages, then a virtualenv .venv with the package and test tools.
+# Set up a fresh machine for asr: system packages, then a virtualenv .venv with the package, the training
+# stack (torch), the ONNX runtime and the test tools.
 # Usage: bash scripts/setup.sh        (Debian/Ubuntu, run as root or with sudo available)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +10,4 @@ $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
     libportaudio2 sox espeak-ng flite festival festlex-cmu festvox-kallpc16k festvox-kdlpc16k >/dev/null
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e ".[test]"
+.venv/bin/pip install -q -e ".[train,onnx,test]"

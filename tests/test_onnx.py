@@ -192,3 +192,15 @@ def test_export_cli_and_bad_model(tmp_path):
                             cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 1
     assert result.stderr.count("\n") == 1 and "asr.export:" in result.stderr and "bad.safetensors" in result.stderr
+
+
+def test_bundled_export_is_the_bundled_model(default_export):
+    torch_model, _ = default_export
+    bundled, tokenizer, info = load_onnx()  # asr/pretrained/onnx, shipped in the package
+    _, _, torch_info = load_model()
+    assert bundled.cfg == torch_model.cfg and info["averaged_models"] == torch_info["averaged_models"]
+    feats = speechlike_feats(torch_model, 300, seed=4)
+    np.testing.assert_allclose(run_stream(bundled, feats, 50)[0], run_stream(torch_model, feats, 50)[0],
+                               atol=1e-4, rtol=0, err_msg="re-export: python -m asr.export --onnx asr/pretrained/onnx --int8")
+    int8, _, _ = load_onnx(int8=True)
+    assert int8.session is not bundled.session

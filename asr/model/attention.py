@@ -30,7 +30,7 @@ def sliding_window_mask(num_queries: int, num_keys: int, window: int | None, inv
     invalid = torch.as_tensor(invalid_keys, device=device)[..., None, None]  # () or (B,) -> (..., 1, 1)
     allowed = (distance >= 0) & (k >= invalid)
     if window is not None:
-        allowed &= distance < window
+        allowed = allowed & (distance < window)
     return allowed
 
 
