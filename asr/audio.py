@@ -7,8 +7,6 @@ from typing import Iterable, Iterator
 
 import numpy as np
 import soundfile as sf
-import torch
-import torchaudio
 
 SAMPLE_RATE = 16000
 BLOCK_FRAMES = 1 << 16  # samples read from a file at a time (at its own rate)
@@ -19,56 +17,71 @@ class AudioError(Exception):
     """A file that cannot be read as audio; the message names the file and the reason."""
 
 
-def to_mono_16k(samples: np.ndarray, rate: int) -> torch.Tensor:
-    """(N,) or (N, channels) samples at `rate` -> (N',) float32 at 16 kHz (channels averaged)."""
-    wave = torch.from_numpy(np.asarray(samples, dtype=np.float32))
-    if wave.ndim == 2:
-        wave = wave.mean(dim=1)
-    if rate != SAMPLE_RATE:
-        wave = torchaudio.functional.resample(wave, rate, SAMPLE_RATE)
-    return wave.contiguous()
+def sinc_kernel(rate: int, new_rate: int, zero_crossings: int = 6, rolloff: float = 0.99) -> tuple[np.ndarray, int]:
+    """Hann-windowed sinc interpolation filters for rate -> new_rate (both reduced by their gcd):
+    (new, 2 * width + orig) float32 taps, one filter per output phase, and `width`, the input
+    samples of context on each side. The same design as torchaudio's default resampler."""
+    gcd = math.gcd(rate, new_rate)
+    orig, new = rate // gcd, new_rate // gcd
+    cutoff = min(orig, new) * rolloff  # below both Nyquist rates
+    width = math.ceil(zero_crossings * orig / cutoff)
+    taps = np.arange(-width, width + orig, dtype=np.float64)[None, :] / orig
+    t = (np.arange(0, -new, -1, dtype=np.float64)[:, None] / new + taps) * cutoff
+    t = np.clip(t, -zero_crossings, zero_crossings)
+    window = np.cos(t * math.pi / zero_crossings / 2) ** 2
+    t *= math.pi
+    safe = np.where(t == 0, 1.0, t)
+    kernel = np.where(t == 0, 1.0, np.sin(safe) / safe) * window * (cutoff / orig)
+    return kernel.astype(np.float32), width
 
 
 class StreamingResampler:
-    """torchaudio's sinc resampling computed block by block: the output equals
-    `torchaudio.functional.resample` on the whole signal (to float rounding), in bounded memory."""
+    """Sinc resampling computed block by block: the output equals resampling the whole signal at
+    once (to float rounding), in bounded memory."""
 
     def __init__(self, rate: int, new_rate: int = SAMPLE_RATE):
-        resample = torchaudio.transforms.Resample(rate, new_rate)
-        self.kernel, self.width = resample.kernel, resample.width  # (new, 1, K), zero padding
+        self.kernel, self.width = sinc_kernel(rate, new_rate)  # (new, K)
         gcd = math.gcd(rate, new_rate)
         self.orig, self.new = rate // gcd, new_rate // gcd
-        self.buffer = torch.zeros(self.width)  # the left zero padding torchaudio adds
+        self.buffer = np.zeros(self.width, np.float32)  # zero padding before the first sample
         self.seen = self.emitted = 0
 
-    def _convolve(self) -> torch.Tensor:
+    def _convolve(self) -> np.ndarray:
         size = self.kernel.shape[-1]
-        steps = (self.buffer.numel() - size) // self.orig + 1 if self.buffer.numel() >= size else 0
+        steps = (self.buffer.size - size) // self.orig + 1 if self.buffer.size >= size else 0
         if steps == 0:
-            return torch.zeros(0)
-        used = self.buffer[: (steps - 1) * self.orig + size]
-        out = torch.nn.functional.conv1d(used[None, None], self.kernel, stride=self.orig)
+            return np.zeros(0, np.float32)
+        windows = np.lib.stride_tricks.sliding_window_view(self.buffer, size)[::self.orig][:steps]  # (steps, K)
+        out = windows @ self.kernel.T  # (steps, new): output samples in time order, row by row
         self.buffer = self.buffer[steps * self.orig:]
-        return out[0].transpose(0, 1).reshape(-1)
+        return out.reshape(-1).astype(np.float32)
 
-    def push(self, samples: torch.Tensor) -> torch.Tensor:
+    def push(self, samples: np.ndarray) -> np.ndarray:
         """More input samples -> the output samples they complete."""
-        self.seen += samples.numel()
-        self.buffer = torch.cat([self.buffer, samples])
+        self.seen += samples.size
+        self.buffer = np.concatenate([self.buffer, np.asarray(samples, dtype=np.float32)])
         out = self._convolve()
-        self.emitted += out.numel()
+        self.emitted += out.size
         return out
 
-    def flush(self) -> torch.Tensor:
+    def flush(self) -> np.ndarray:
         """End of input: the remaining output (total length ceil(len * new / orig))."""
-        self.buffer = torch.cat([self.buffer, torch.zeros(self.width + self.orig)])
+        self.buffer = np.concatenate([self.buffer, np.zeros(self.width + self.orig, np.float32)])
         total = -(-self.seen * self.new // self.orig)
         out = self._convolve()[: max(total - self.emitted, 0)]
-        self.emitted += out.numel()
+        self.emitted += out.size
         return out
 
 
-def read_blocks(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[torch.Tensor]:
+def resample(wave: np.ndarray, rate: int, new_rate: int = SAMPLE_RATE) -> np.ndarray:
+    """A whole signal (N,) at `rate` -> float32 at `new_rate`."""
+    if rate == new_rate:
+        return np.asarray(wave, dtype=np.float32)
+    resampler = StreamingResampler(rate, new_rate)
+    return np.concatenate([resampler.push(wave), resampler.flush()])
+
+
+def read_blocks(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[np.ndarray]:
     """A file of any rate, channels and length as 16 kHz mono float32 pieces, read block-wise.
     Raises AudioError (file + reason), also for a file that breaks part-way."""
     path = Path(path)
@@ -95,7 +108,7 @@ def read_blocks(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[
             if not np.isfinite(block).all():
                 raise AudioError(f"{path}: contains invalid (NaN or infinite) samples")
             total += block.shape[0]
-            mono = torch.from_numpy(block).mean(dim=1)
+            mono = block.mean(axis=1)
             yield resampler.push(mono) if resampler else mono
         if total == 0:
             raise AudioError(f"{path}: contains no audio samples")
@@ -125,24 +138,25 @@ def _first_line(err: Exception) -> str:
     return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
-def load_audio(path: str | Path) -> torch.Tensor:
+def load_audio(path: str | Path) -> np.ndarray:
     """Read a whole file as 16 kHz mono float32 (N,). Raises AudioError with a one-line reason."""
-    return torch.cat(list(read_blocks(path)))
+    return np.concatenate(list(read_blocks(path)))
 
 
-def rechunk(pieces: Iterable[torch.Tensor], size: int, max_samples: int | None = None) -> Iterator[torch.Tensor]:
-    """Pieces of any length -> chunks of exactly `size` samples (the last may be shorter),
+def rechunk(pieces: Iterable[np.ndarray], size: int, max_samples: int | None = None) -> Iterator[np.ndarray]:
+    """Pieces of any length -> float32 chunks of exactly `size` samples (the last may be shorter),
     stopping after `max_samples` samples if given."""
-    buffer, taken = torch.zeros(0), 0
+    buffer, taken = np.zeros(0, np.float32), 0
     for piece in pieces:
+        piece = np.asarray(piece, dtype=np.float32).reshape(-1)
         if max_samples is not None:
             piece = piece[: max_samples - taken]
-        taken += piece.numel()
-        buffer = torch.cat([buffer, piece])
-        while buffer.numel() >= size:
+        taken += piece.size
+        buffer = np.concatenate([buffer, piece])
+        while buffer.size >= size:
             yield buffer[:size]
             buffer = buffer[size:]
         if max_samples is not None and taken >= max_samples:
             break
-    if buffer.numel():
+    if buffer.size:
         yield buffer

@@ -1,40 +1,67 @@
-"""What the command-line tools share: loading the model, the --chunk-ms option and the LM options."""
+"""What the command-line tools share: model, decoder and endpoint options, and loading them.
+
+Every tool decodes the same way by default: with the bundled model, a beam search with the bundled
+word LM (`--greedy` turns it off); with another model, greedy CTC unless `--lm` names a word LM.
+"""
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from asr.audio import SAMPLE_RATE
-from asr.decoding.beam import BeamConfig, BeamSearch
-from asr.model.loader import default_lm_path, default_model_path
+from asr.decoding.beam import BeamConfig
+from asr.decoding.decoder import Decoder
+from asr.endpoint import EndpointConfig
+from asr.model.backend import BACKENDS
 from asr.recognizer import Recognizer
 
 
-def _positive_ms(text: str) -> float:
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0 (got {text})")
+        return value
+    return parse
+
+
+def _non_negative(text: str) -> float:
     value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0 (got {text})")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (got {text})")
     return value
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1 (got {text})")
-    return value
+positive_int, positive_float = _positive(int), _positive(float)
+
+
+def add_model_args(parser: argparse.ArgumentParser) -> None:
+    """--model, --backend, --onnx-dir, --threads."""
+    parser.add_argument("--model", help="model file (.safetensors; with --backend onnx an exported folder); "
+                                        "default: the bundled model")
+    parser.add_argument("--backend", choices=BACKENDS, default="torch",
+                        help="what runs the acoustic model (onnx: onnxruntime, no torch needed)")
+    parser.add_argument("--onnx-dir", help="an exported ONNX folder (python -m asr.export); implies --backend onnx")
+    parser.add_argument("--threads", type=positive_int, default=1,
+                        help="CPU threads for the acoustic model (default 1: a 500 ms chunk is too small to "
+                             "gain from more, and more fight other work on a busy machine)")
 
 
 def add_manifest_args(parser: argparse.ArgumentParser) -> None:
-    """Add --manifest (required), --model, --split and --limit: the options of tools that score a manifest."""
+    """--manifest (required), the model options, --split and --limit: tools that score a manifest."""
     parser.add_argument("--manifest", required=True, help="JSON Lines manifest with audio and text")
-    parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    add_model_args(parser)
     parser.add_argument("--split", default="", help="only the manifest rows of this split (e.g. test for FSDD)")
-    parser.add_argument("--limit", type=_positive_int, help="only the first N utterances")
+    parser.add_argument("--limit", type=positive_int, help="only the first N utterances")
 
 
 def add_chunk_ms(parser: argparse.ArgumentParser, default: float, help: str) -> None:
     """Add --chunk-ms (milliseconds of audio per recognizer step, > 0)."""
-    parser.add_argument("--chunk-ms", type=_positive_ms, default=default, help=help)
+    parser.add_argument("--chunk-ms", type=positive_float, default=default, help=help)
 
 
 def chunk_samples(chunk_ms: float) -> int:
@@ -42,40 +69,52 @@ def chunk_samples(chunk_ms: float) -> int:
     return max(1, round(chunk_ms * SAMPLE_RATE / 1000))
 
 
-def load_recognizer(tool: str, model: str | None) -> Recognizer:
-    """The model at `model`, else the bundled one, else (with a warning) an untrained one."""
-    if model is None and default_model_path() is None:
-        print(f"asr.{tool}: no bundled model yet; using a randomly initialised model from the default config",
-              file=sys.stderr)
-    return Recognizer.load(model, allow_random=True)
-
-
-def add_lm_args(parser: argparse.ArgumentParser, finals: bool = False) -> None:
-    """Add --beam / --lm (lexicon beam search with a word LM instead of greedy decoding) and its weights.
-
-    finals=True (stream, transcribe): the beam decodes each finished segment while partial results
-    stay greedy, and it is on by default with the bundled model and LM (--greedy turns it off)."""
+def add_decoder_args(parser: argparse.ArgumentParser) -> None:
+    """--greedy / --beam / --lm and the beam search's weights."""
     defaults = BeamConfig()
-    what = "segment finals from a beam search with" if finals else "beam search with"
-    parser.add_argument("--beam", action="store_true", help=f"{what} the bundled word LM"
-                        + (" (the default with the bundled model)" if finals else ""))
-    parser.add_argument("--lm", help=f"{what} this ARPA word LM (python -m asr.tools.lm) instead")
-    if finals:
-        parser.add_argument("--greedy", action="store_true", help="greedy CTC finals, no word LM")
-    parser.add_argument("--beam-size", type=int, default=defaults.beam_size, help="beam width (with the LM)")
-    parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with the LM)")
-    parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with the LM)")
+    parser.add_argument("--greedy", action="store_true", help="greedy CTC, no word LM")
+    parser.add_argument("--beam", action="store_true",
+                        help="beam search with the bundled word LM (the default with the bundled model)")
+    parser.add_argument("--lm", help="beam search with this ARPA word LM (python -m asr.tools.lm) instead")
+    parser.add_argument("--beam-size", type=positive_int, default=defaults.beam_size, help="beam width (with an LM)")
+    parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with an LM)")
+    parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with an LM)")
 
 
-def load_beam(args: argparse.Namespace, recognizer: Recognizer) -> BeamSearch | None:
-    """The beam search the options ask for, or None for greedy decoding. Tools with --greedy
-    (add_lm_args(finals=True)) use the bundled LM by default when they run the bundled model."""
-    if getattr(args, "greedy", False):
-        return None
-    by_default = hasattr(args, "greedy") and args.model is None and default_model_path() is not None
-    lm = args.lm
-    if lm is None and (args.beam or by_default):
-        lm = default_lm_path()
-    if args.beam and lm is None:
-        raise FileNotFoundError("--beam: no word LM is bundled; give one with --lm PATH")
-    return BeamSearch(recognizer.tokenizer, lm, BeamConfig(args.beam_size, args.lm_weight, args.word_score)) if lm else None
+def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
+    """The endpoint rules (asr.endpoint) as flags."""
+    defaults = EndpointConfig()
+    parser.add_argument("--trailing-silence", type=positive_float, default=defaults.trailing_silence,
+                        help=f"seconds of silence after speech that end a segment (default {defaults.trailing_silence:g})")
+    parser.add_argument("--min-segment", type=_non_negative, default=defaults.min_segment,
+                        help="seconds: a shorter segment does not end on silence (default 0)")
+    parser.add_argument("--max-segment", type=positive_float, default=defaults.max_segment,
+                        help=f"seconds: a segment this long ends wherever it is (default {defaults.max_segment:g})")
+
+
+def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
+    return EndpointConfig(trailing_silence=args.trailing_silence, min_segment=args.min_segment,
+                          max_segment=args.max_segment)
+
+
+def load_recognizer(args: argparse.Namespace) -> Recognizer:
+    """The acoustic model the options name (raises ModelError with a one-line reason)."""
+    backend = "onnx" if args.onnx_dir else args.backend
+    return Recognizer.load(args.onnx_dir or args.model, backend, args.threads)
+
+
+def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
+    """The decoder the options ask for (raises LMError with a one-line reason)."""
+    if args.greedy and (args.beam or args.lm):
+        raise ValueError("--greedy cannot be combined with --beam or --lm")
+    bundled_model = args.model is None and args.onnx_dir is None
+    if args.greedy or not (args.beam or args.lm or bundled_model):
+        lm = None
+    else:
+        lm = Path(args.lm) if args.lm else "bundled"
+    return Decoder.load(recognizer.tokenizer, lm, BeamConfig(args.beam_size, args.lm_weight, args.word_score))
+
+
+def error(tool: str, message: object) -> None:
+    """One error line on stderr, prefixed with the tool's name."""
+    print(f"asr.{tool}: error: {message}", file=sys.stderr)

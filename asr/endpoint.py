@@ -1,21 +1,18 @@
-"""Endpointing: split one running recognizer stream into segments (the shared emission loop).
+"""Endpointing: one running stream of log-probs -> segments with partial and final results.
 
-The recognizer state runs on across segments (the encoder is never reset); a segment is just
-a range of CTC tokens with a start frame. The rules, with sherpa-onnx's defaults:
+The recognizer runs on across segments (the encoder is never reset); a segment is a range of
+encoder frames. Where segments end is decided on the greedy CTC tokens' times (cheap, and the
+same whatever the decoder), frame by frame, so it does not depend on the chunk size:
 
-  1. nothing decoded in the segment and 2.4 s since it started   -> end (dropped, not emitted)
-  2. something decoded and 1.2 s of blank frames since the last token -> end
-  3. the segment is 20 s long                                      -> end
+  1. nothing decoded in the segment for `silence_no_speech` s since it started -> end (dropped)
+  2. something decoded, `trailing_silence` s of blank frames since the last token, and the segment
+     at least `min_segment` s long                                             -> end
+  3. the segment is `max_segment` s long                                        -> end
 
-Rules are evaluated frame by frame on the token times, so where segments end does not depend
-on the chunk size. `emissions` turns chunks of 16 kHz samples into `Emission`s: after every
-chunk, one final emission per segment that closed, then one partial for the open segment.
-A final segment is never changed again; at end of input the recognizer is flushed with a short
-tail of silence (`Recognizer.finish`) and the open segment is closed as final.
-
-With a `BeamSearch` (word LM), partials stay greedy (cheap, every chunk) and each final is the
-beam search over the closed segment's frames: the open segment's log-probs are kept until it
-closes, at most `max_segment` seconds of them.
+Every frame goes once into the open segment's search (`asr.decoding.Decoder`: greedy, or the
+beam search with the word LM): a partial shows its best hypothesis after each chunk, and the
+final is the same search finished at the segment's end, so partials and finals agree unless the
+LM's end-of-segment score changes its mind. A final segment is never changed again.
 """
 from __future__ import annotations
 
@@ -24,19 +21,28 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import numpy as np
-import torch
 
 from asr.audio import SAMPLE_RATE
-from asr.decoding.beam import BeamSearch
-from asr.decoding.ctc import Token, Word, word_times
+from asr.decoding.ctc import Token, Word, greedy_tokens
+from asr.decoding.decoder import Decoder
 from asr.recognizer import Recognizer
+from asr.tokenizer import BLANK
 
 
 @dataclass
 class EndpointConfig:
-    silence_no_speech: float = 2.4  # seconds of blank with nothing decoded in the segment
-    silence_after_speech: float = 1.2  # seconds of blank after the last decoded token
-    max_segment: float = 20.0  # seconds
+    trailing_silence: float = 0.4  # seconds of blank after the last decoded token that end a segment
+    min_segment: float = 0.0  # seconds: a shorter segment does not end on trailing silence
+    max_segment: float = 20.0  # seconds: a segment this long ends wherever it is
+    silence_no_speech: float = 2.4  # seconds of blank with nothing decoded that end (and drop) a segment
+
+    def validate(self) -> "EndpointConfig":
+        for name in ("trailing_silence", "max_segment", "silence_no_speech"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name.replace('_', '-')} must be > 0 (got {getattr(self, name)})")
+        if self.min_segment < 0:
+            raise ValueError(f"min-segment must be >= 0 (got {self.min_segment})")
+        return self
 
 
 @dataclass
@@ -49,7 +55,7 @@ class Emission:
     text: str  # the segment's whole text so far
     new: str  # text added since the previous emission of this segment
     is_final: bool  # the segment is closed and will not change again
-    compute_ms: float  # recognizer.step for the chunk that produced this (+ the beam search, for a final)
+    compute_ms: float  # the recognizer step for the chunk that produced this, plus its decoding
     end: float = 0.0  # segment end in seconds (finals only)
     words: list[Word] = field(default_factory=list)  # word times (finals only)
 
@@ -67,95 +73,99 @@ def end_frame(tokens: list[Token], start: int, frames: int, cfg: EndpointConfig,
     The segment covers frames [start, end); tokens at or after `end` belong to the next one.
     """
     no_speech = max(1, round(cfg.silence_no_speech / frame_seconds))
-    after_speech = max(1, round(cfg.silence_after_speech / frame_seconds))
+    after_speech = max(1, round(cfg.trailing_silence / frame_seconds))
+    shortest = start + round(cfg.min_segment / frame_seconds)
     longest = start + max(1, round(cfg.max_segment / frame_seconds))
+
+    def deadline(last: int | None) -> int:
+        if last is None:
+            return min(longest, start + no_speech)
+        return min(longest, max(shortest, last + 1 + after_speech))
+
     last: int | None = None
     for token in tokens:
-        deadline = min(longest, start + no_speech if last is None else last + 1 + after_speech)
-        if token.frame >= deadline:
-            return deadline
+        if token.frame >= deadline(last):
+            return deadline(last)
         last = token.frame
-    deadline = min(longest, start + no_speech if last is None else last + 1 + after_speech)
-    return deadline if deadline <= frames else None
+    return deadline(last) if deadline(last) <= frames else None
 
 
 class Segmenter:
-    """Tracks the open segment's tokens and closes segments by the endpoint rules."""
+    """One stream's segments: feed each chunk's log-probs with `push`, close with `finish`."""
 
-    def __init__(self, recognizer: Recognizer, cfg: EndpointConfig | None = None, beam: BeamSearch | None = None):
-        self.recognizer, self.cfg, self.beam = recognizer, cfg or EndpointConfig(), beam
+    def __init__(self, decoder: Decoder, frame_seconds: float, cfg: EndpointConfig | None = None):
+        self.decoder, self.frame_seconds = decoder, frame_seconds
+        self.cfg = (cfg or EndpointConfig()).validate()
         self.index = 0  # number of the open segment
         self.start = 0  # first frame of the open segment
-        self.tokens: list[Token] = []  # greedy tokens of the open segment
-        self.logprobs: torch.Tensor | None = None  # (frames since start, V), kept only with a beam
+        self.frames = 0  # frames pushed so far
+        self.previous = BLANK  # greedy symbol of the last frame
+        self.tokens: list[Token] = []  # greedy tokens of the open segment (for the endpoint rules)
+        self.search = decoder.search(0)
         self.shown = ""  # open segment text at its last emission
-
-    def _text(self, tokens: list[Token]) -> str:
-        return self.recognizer.tokenizer.decode([t.id for t in tokens])
 
     def _emit(self, text: str, now: float, compute_ms: float, final: bool, end: float = 0.0,
               words: list[Word] | None = None) -> Emission:
         new = text[len(self.shown):] if text.startswith(self.shown) else text
-        return Emission(self.index, self.start * self.recognizer.frame_seconds, now, text, new,
-                        final, compute_ms, end, words or [])
+        return Emission(self.index, self.start * self.frame_seconds, now, text, new, final, compute_ms, end,
+                        words or [])
 
     def _close(self, end: int, now: float, compute_ms: float) -> Emission | None:
-        """Close the open segment at frame `end`; returns its final emission (None if empty)."""
-        fs = self.recognizer.frame_seconds
-        inside = [t for t in self.tokens if t.frame < end]
-        final = inside
-        if self.beam is not None and inside:
-            began = time.perf_counter()
-            final = self.beam.tokens(self.logprobs[:end - self.start], offset=self.start)
-            compute_ms += (time.perf_counter() - began) * 1000  # a final's compute includes its beam search
-        text = self._text(final)
+        """Close the open segment at frame `end` (all its frames pushed); its final emission, if any text."""
+        tokens = self.search.final()
+        text = self.decoder.text(tokens)
         emission = None
         if text:
-            words = word_times(final, self.recognizer.tokenizer, fs)
-            emission = self._emit(text, now, compute_ms, True, min(end * fs, now), words)  # not into the tail
+            words = self.decoder.words(tokens, self.frame_seconds)
+            emission = self._emit(text, now, compute_ms, True, min(end * self.frame_seconds, now), words)
             self.index += 1
-        self.tokens, self.shown = self.tokens[len(inside):], ""
-        if self.logprobs is not None:
-            self.logprobs = self.logprobs[end - self.start:]
-        self.start = end
+        self.tokens = [t for t in self.tokens if t.frame >= end]
+        self.start, self.shown = end, ""
+        self.search = self.decoder.search(end)
         return emission
 
-    def update(self, new_tokens: list[Token], logprobs: torch.Tensor, frames: int, now: float,
-               compute_ms: float, partial: bool = True) -> list[Emission]:
-        """Add one chunk's tokens and log-probs (T', V) (`frames` decoded so far): finals of closed
-        segments, then a partial unless `partial` is False (end of input: the final comes next)."""
-        self.tokens.extend(new_tokens)
-        if self.beam is not None:
-            self.logprobs = logprobs if self.logprobs is None else torch.cat([self.logprobs, logprobs])
-        out = []
-        while (end := end_frame(self.tokens, self.start, frames, self.cfg, self.recognizer.frame_seconds)) is not None:
-            if (emission := self._close(end, now, compute_ms)) is not None:
-                out.append(emission)
+    def push(self, logprobs: np.ndarray, now: float, compute_ms: float = 0.0, partial: bool = True) -> list[Emission]:
+        """One chunk's log-probs (T', V), `now` seconds of the stream heard: the finals of segments
+        that closed in it, then a partial for the open one (unless `partial` is False)."""
+        began = time.perf_counter()
+        new, self.previous = greedy_tokens(logprobs, self.previous, self.frames)
+        self.tokens.extend(new)
+        total, fed, closed = self.frames + logprobs.shape[0], 0, []
+        while (end := end_frame(self.tokens, self.start, total, self.cfg, self.frame_seconds)) is not None:
+            upto = max(end - self.frames, fed)
+            self.search.push(logprobs[fed:upto])
+            fed = upto
+            closed.append(self._close(end, now, 0.0))
+        self.search.push(logprobs[fed:])
+        self.frames = total
+        out = [e for e in closed if e is not None]
         if partial:
-            text = self._text(self.tokens)
-            out.append(self._emit(text, now, compute_ms, False))
+            text = self.decoder.text(self.search.best())
+            out.append(self._emit(text, now, 0.0, False))
             self.shown = text
+        spent = compute_ms + (time.perf_counter() - began) * 1000
+        for emission in out:
+            emission.compute_ms = spent
         return out
 
-    def finish(self, frames: int, now: float) -> Emission | None:
-        """End of input: close the open segment as final (None if it holds no text)."""
-        return self._close(max(frames, self.start), now, 0.0)
+    def finish(self, now: float) -> list[Emission]:
+        """End of input: close the open segment as final (nothing if it holds no text)."""
+        began = time.perf_counter()
+        emission = self._close(max(self.frames, self.start), now, 0.0)
+        if emission is None:
+            return []
+        emission.compute_ms = (time.perf_counter() - began) * 1000
+        return [emission]
 
 
-def emissions(recognizer: Recognizer, chunks: Iterable[np.ndarray | torch.Tensor],
-              cfg: EndpointConfig | None = None, beam: BeamSearch | None = None) -> Iterator[Emission]:
+def emissions(recognizer: Recognizer, chunks: Iterable[np.ndarray], decoder: Decoder | None = None,
+              cfg: EndpointConfig | None = None) -> Iterator[Emission]:
     """The one emission loop for files and microphones: 16 kHz float32 chunks in, emissions out
-    (finals from `beam` over each closed segment, when given).
-
-    Memory stays bounded: tokens of closed segments are dropped, and the recognizer's own
-    token list is emptied after every step (the segmenter keeps the open segment's tokens).
-    """
-    segmenter = Segmenter(recognizer, cfg, beam)
-    for step in recognizer.stream(chunks, keep_tokens=False):
+    (greedy unless a `decoder` is given). Memory stays bounded: a closed segment's state is dropped."""
+    segmenter = Segmenter(decoder or Decoder(recognizer.tokenizer), recognizer.frame_seconds, cfg)
+    now = 0.0
+    for step in recognizer.stream(chunks):
         now = step.heard / SAMPLE_RATE
         # the tail's update emits no partial: the final below shows its text
-        yield from segmenter.update(step.state.tokens, step.logprobs, step.state.frames, now, step.compute_ms,
-                                    partial=not step.tail)
-    final = segmenter.finish(step.state.frames, now)
-    if final is not None:
-        yield final
+        yield from segmenter.push(step.logprobs, now, step.compute_ms, partial=not step.tail)
+    yield from segmenter.finish(now)

@@ -1,20 +1,18 @@
-"""The one feature extractor: 80-dim log-mel filterbanks, 25 ms window, 10 ms hop, 16 kHz.
+"""The one feature extractor: 80-dim log-mel filterbanks, 25 ms window, 10 ms hop, 16 kHz, in numpy.
 
-Every frame is computed from its own 400 samples only (no centring, no padding, no
-per-utterance statistics), so feeding a waveform in arbitrary pieces through
-`stream_fbank` gives exactly the frames `Fbank` gives for the whole waveform.
-Normalisation uses global mean/std stored with the model (`GlobalCMVN`).
+Every frame is computed from its own 400 samples only (no centring, no padding, no per-utterance
+statistics), so feeding a waveform in arbitrary pieces through `stream_fbank` gives exactly the
+frames `Fbank` gives for the whole waveform. Training, every entry point and every backend use
+this one implementation; the model normalises the frames with global statistics it stores.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-import torchaudio
-from torch import Tensor, nn
+import numpy as np
 
 
-@dataclass
+@dataclass(frozen=True)
 class FbankConfig:
     sample_rate: int = 16000
     n_mels: int = 80
@@ -25,61 +23,66 @@ class FbankConfig:
     f_max: float = 7600.0
 
 
-def num_frames(num_samples: int, cfg: FbankConfig) -> int:
+def num_frames(num_samples: int, cfg: FbankConfig = FbankConfig()) -> int:
     """Frames a waveform of `num_samples` yields: one per full 25 ms window every 10 ms."""
     if num_samples < cfg.win_length:
         return 0
     return 1 + (num_samples - cfg.win_length) // cfg.hop_length
 
 
-class Fbank(nn.Module):
-    """Waveform (B, N) at 16 kHz -> log-mel frames (B, T, n_mels), T = num_frames(N)."""
+def _hz_to_mel(hz: np.ndarray) -> np.ndarray:
+    return 2595.0 * np.log10(1.0 + hz / 700.0)  # the HTK mel scale
+
+
+def _mel_to_hz(mel: np.ndarray) -> np.ndarray:
+    return 700.0 * (10.0 ** (mel / 2595.0) - 1.0)
+
+
+def mel_filters(cfg: FbankConfig) -> np.ndarray:
+    """(n_fft/2+1, n_mels) triangular filters, equally spaced on the HTK mel scale, unnormalised."""
+    bins = np.linspace(0, cfg.sample_rate // 2, cfg.n_fft // 2 + 1)
+    mels = np.linspace(_hz_to_mel(np.float64(cfg.f_min)), _hz_to_mel(np.float64(cfg.f_max)), cfg.n_mels + 2)
+    edges = _mel_to_hz(mels)  # (n_mels + 2,) lower edge, centre, upper edge of each filter
+    widths = np.diff(edges)
+    slopes = edges[None, :] - bins[:, None]  # (bins, n_mels + 2)
+    rising = -slopes[:, :-2] / widths[:-1]
+    falling = slopes[:, 2:] / widths[1:]
+    return np.maximum(0.0, np.minimum(rising, falling)).astype(np.float32)
+
+
+class Fbank:
+    """Waveform (N,) or (B, N) float32 at 16 kHz -> log-mel frames (T, n_mels) or (B, T, n_mels)."""
 
     def __init__(self, cfg: FbankConfig = FbankConfig()):
-        super().__init__()
         self.cfg = cfg
-        self.register_buffer("window", torch.hann_window(cfg.win_length), persistent=False)
-        mel = torchaudio.functional.melscale_fbanks(
-            cfg.n_fft // 2 + 1, cfg.f_min, cfg.f_max, cfg.n_mels, cfg.sample_rate, norm=None, mel_scale="htk")
-        self.register_buffer("mel", mel, persistent=False)  # (n_fft/2+1, n_mels)
+        n = np.arange(cfg.win_length)
+        self.window = (0.5 - 0.5 * np.cos(2 * np.pi * n / cfg.win_length)).astype(np.float32)  # periodic Hann
+        self.mel = mel_filters(cfg)
 
-    def forward(self, wave: Tensor) -> Tensor:
+    def __call__(self, wave: np.ndarray) -> np.ndarray:
         cfg = self.cfg
-        if wave.shape[-1] < cfg.win_length:
-            return wave.new_zeros(wave.shape[0], 0, cfg.n_mels)
-        frames = wave.unfold(-1, cfg.win_length, cfg.hop_length)  # (B, T, win)
-        frames = frames - frames.mean(dim=-1, keepdim=True)  # remove DC per frame
-        spectrum = torch.fft.rfft(frames * self.window, n=cfg.n_fft)  # (B, T, n_fft/2+1)
-        power = spectrum.real.square() + spectrum.imag.square()
-        return torch.log(power @ self.mel + 1e-6)  # (B, T, n_mels)
+        wave = np.asarray(wave, dtype=np.float32)
+        count = num_frames(wave.shape[-1], cfg)
+        if count == 0:
+            return np.zeros((*wave.shape[:-1], 0, cfg.n_mels), np.float32)
+        frames = np.lib.stride_tricks.sliding_window_view(wave, cfg.win_length, axis=-1)[..., ::cfg.hop_length, :]
+        frames = frames[..., :count, :]  # (..., T, win)
+        frames = frames - frames.mean(axis=-1, keepdims=True)  # remove DC per frame
+        spectrum = np.fft.rfft(frames * self.window, n=cfg.n_fft)  # (..., T, n_fft/2+1) complex64
+        power = spectrum.real ** 2 + spectrum.imag ** 2
+        return np.log(power @ self.mel + np.float32(1e-6)).astype(np.float32)
 
 
-def stream_fbank(fbank: Fbank, samples: Tensor, pending: Tensor) -> tuple[Tensor, Tensor]:
+def stream_fbank(fbank: Fbank, samples: np.ndarray, pending: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Incremental `Fbank` for one stream: chunks of any length in, exactly the offline frames out.
 
     samples (N,) new audio; pending (P,) samples carried from the last call (P < 400 + 160).
     Returns (new frames (T_new, n_mels), samples to carry to the next call).
     """
     cfg = fbank.cfg
-    buffer = torch.cat([pending, samples.to(pending.dtype)])
-    count = num_frames(buffer.numel(), cfg)
+    buffer = np.concatenate([pending, np.asarray(samples, dtype=np.float32)])
+    count = num_frames(buffer.size, cfg)
     if count == 0:
-        return buffer.new_zeros(0, cfg.n_mels), buffer
+        return np.zeros((0, cfg.n_mels), np.float32), buffer
     used = buffer[: (count - 1) * cfg.hop_length + cfg.win_length]
-    return fbank(used[None])[0], buffer[count * cfg.hop_length:]
-
-
-class GlobalCMVN(nn.Module):
-    """Normalise features with dataset-wide mean and std (never per utterance)."""
-
-    def __init__(self, n_mels: int = 80):
-        super().__init__()
-        self.register_buffer("mean", torch.zeros(n_mels))
-        self.register_buffer("std", torch.ones(n_mels))
-
-    def set_stats(self, mean: Tensor, std: Tensor) -> None:
-        self.mean.copy_(mean)
-        self.std.copy_(std.clamp_min(1e-3))
-
-    def forward(self, feats: Tensor) -> Tensor:
-        return (feats - self.mean) / self.std
+    return fbank(used), buffer[count * cfg.hop_length:]

@@ -28,12 +28,18 @@ def read_manifest(path: str | Path, split: str = "") -> list[Utterance]:
     path = Path(path)
     if not path.is_file():
         raise ManifestError(f"{path}: no such manifest")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise ManifestError(f"{path}: not a JSON Lines manifest (binary or not UTF-8 text)") from None
     utterances = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
+            if not isinstance(row, dict):
+                raise TypeError(f"a line must be a JSON object, not {type(row).__name__}")
             utterances.append(Utterance(path.parent / row["audio"], float(row.get("duration", 0.0)),
                                         str(row.get("text", "")), str(row.get("speaker", "")),
                                         str(row.get("split", ""))))

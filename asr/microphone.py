@@ -15,7 +15,6 @@ import threading
 from typing import Any, Iterator
 
 import numpy as np
-import torch
 
 from asr.audio import SAMPLE_RATE
 
@@ -58,7 +57,7 @@ def _resolve(sd: Any, device: str | None) -> tuple[int | str | None, str]:
 
 
 class Microphone:
-    """Context manager over one input stream; iterate `chunks()` for 16 kHz float32 tensors."""
+    """Context manager over one input stream; iterate `chunks()` for 16 kHz float32 arrays."""
 
     def __init__(self, device: str | None = None, block_ms: float = 100.0, max_seconds: float | None = None):
         self.device, self.block = device, max(1, round(block_ms * SAMPLE_RATE / 1000))
@@ -103,8 +102,8 @@ class Microphone:
         """Ask the stream to end after the current block (safe from a signal handler)."""
         self._stopped.set()
 
-    def chunks(self) -> Iterator[torch.Tensor]:
-        """Captured audio as float32 tensors in [-1, 1), until the stream ends or `stop()`."""
+    def chunks(self) -> Iterator[np.ndarray]:
+        """Captured audio as float32 arrays in [-1, 1), until the stream ends or `stop()`."""
         while True:
             try:
                 block = self.queue.get(timeout=0.2)
@@ -114,7 +113,7 @@ class Microphone:
                 continue
             if block is None:
                 return
-            yield torch.from_numpy(block.astype(np.float32) / 32768.0)
+            yield block.astype(np.float32) / 32768.0
 
 
 def _callback_stop() -> Exception:

@@ -1,49 +1,44 @@
-"""Audio in, tokens out: the streaming recognizer every entry point uses.
+"""Audio in, CTC log-probs out: the streaming front half that every entry point uses.
 
-    recognizer = Recognizer.load()              # bundled default model
+    recognizer = Recognizer.load()              # bundled default model (backend="onnx": no torch)
     state = recognizer.initial_state()
     for chunk in chunks:                        # 16 kHz float32 samples, any length
-        logprobs, state = recognizer.step(chunk, state)
+        logprobs, state = recognizer.step(chunk, state)     # (T', V) for the frames completed
     logprobs, state = recognizer.finish(state)  # end of input: a short silence flushes the last sounds
-    text = recognizer.text(state)
 
 or the same loop in one call, which also times each step: `for step in recognizer.stream(chunks): ...`.
+Turning log-probs into text is `asr.decoding.Decoder`'s job; `asr.endpoint` joins the two.
 
-`step` carries everything explicitly in `StreamState`: the samples not yet framed, the
-encoder's subsampling frames and per-layer key/value caches (bounded by the window), and
-the greedy CTC decoder's last symbol and the tokens so far.
+`StreamState` carries everything explicitly: the samples not yet framed, the frames decoded so
+far, and the acoustic model's own state (subsampling leftovers, per-layer key/value and conv
+caches: bounded by the attention window however long the stream runs).
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Iterator
 
 import numpy as np
-import torch
-from torch import Tensor
 
 from asr.audio import rechunk
-from asr.decoding.ctc import Token, Word, greedy_tokens, word_times
-from asr.model.encoder import Encoder, EncoderState
 from asr.features import Fbank, num_frames, stream_fbank
-from asr.model.loader import default_model_path, load_model, random_model
-from asr.tokenizer import BLANK, Tokenizer
+from asr.model.backend import AcousticModel, load_backend
+from asr.tokenizer import Tokenizer
 
 
 @dataclass
 class StreamState:
-    pending: Tensor  # (P,) samples not yet part of a full frame
-    encoder: EncoderState
-    last_id: int = BLANK  # best CTC symbol of the last encoder frame
-    frames: int = 0  # encoder frames emitted so far
-    tokens: list[Token] = field(default_factory=list)
+    pending: np.ndarray  # (P,) samples not yet part of a full frame
+    model: Any  # the acoustic model's state (opaque; see asr.model.backend)
+    frames: int = 0  # encoder frames produced so far
 
 
 @dataclass
 class Step:
     """What one step of `Recognizer.stream` produced."""
-    logprobs: Tensor  # (T', V) the encoder frames this chunk (or the tail) completed
+    logprobs: np.ndarray  # (T', V) the encoder frames this chunk (or the tail) completed
     state: StreamState
     heard: int  # input samples consumed so far (the tail not counted)
     compute_ms: float
@@ -55,79 +50,80 @@ class Recognizer:
     last few milliseconds never fill a frame, and a causal CTC model that emits a letter a frame or two
     after hearing it drops the final letter of audio cut right after the speech ("EIGH" for "EIGHT")."""
 
-    def __init__(self, encoder: Encoder, tokenizer: Tokenizer, info: dict | None = None,
+    def __init__(self, model: AcousticModel, tokenizer: Tokenizer, info: dict | None = None,
                  tail_seconds: float = 0.2):
-        self.encoder, self.tokenizer, self.info = encoder.eval(), tokenizer, info or {}
+        self.model, self.tokenizer, self.info = model, tokenizer, info or {}
         self.fbank = Fbank()
-        self.tail = torch.zeros(round(tail_seconds * self.fbank.cfg.sample_rate))
+        self.tail = np.zeros(round(tail_seconds * self.fbank.cfg.sample_rate), np.float32)
 
     @classmethod
-    def load(cls, path: str | None = None, allow_random: bool = False) -> "Recognizer":
-        """The model at `path`, else the bundled default; with allow_random an untrained one if none is bundled."""
-        if path is None and default_model_path() is None and allow_random:
-            return cls(*random_model())
-        return cls(*load_model(path))
+    def load(cls, path: str | Path | None = None, backend: str = "torch", threads: int = 1) -> "Recognizer":
+        """The model at `path` (torch: a .safetensors file; onnx: an exported folder), else the bundled one."""
+        return cls(*load_backend(path, backend, threads))
 
     @property
     def frame_seconds(self) -> float:
         """Duration of one encoder frame (10 ms x subsampling)."""
-        return self.fbank.cfg.hop_length * self.encoder.cfg.subsampling / self.fbank.cfg.sample_rate
+        return self.fbank.cfg.hop_length * self.model.cfg.subsampling / self.fbank.cfg.sample_rate
 
     def initial_state(self) -> StreamState:
-        return StreamState(pending=torch.zeros(0), encoder=self.encoder.initial_state(1))
+        return StreamState(pending=np.zeros(0, np.float32), model=self.model.initial_state(1))
 
-    @torch.inference_mode()
-    def step(self, samples: Tensor, state: StreamState) -> tuple[Tensor, StreamState]:
+    def step(self, samples: np.ndarray, state: StreamState) -> tuple[np.ndarray, StreamState]:
         """samples (N,) at 16 kHz -> log-probs of the encoder frames they complete (T', V), next state."""
-        feats, pending = stream_fbank(self.fbank, samples, state.pending)
-        logprobs, enc_state = self.encoder.step(feats[None], state.encoder)
-        logprobs = logprobs[0]
-        new_tokens, last_id = greedy_tokens(logprobs, state.last_id, state.frames)
-        return logprobs, replace(state, pending=pending, encoder=enc_state, last_id=last_id,
-                                 frames=state.frames + logprobs.shape[0], tokens=state.tokens + new_tokens)
+        return self.step_many([samples], [state])[0]
 
-    def finish(self, state: StreamState) -> tuple[Tensor, StreamState]:
+    def step_many(self, chunks: list[np.ndarray], states: list[StreamState]) -> list[tuple[np.ndarray, StreamState]]:
+        """`step` for several independent streams at once: streams whose chunks give the same number
+        of feature frames go through the model as one batch (a row each). The results equal
+        calling `step` on each stream alone."""
+        feats, pendings = zip(*(stream_fbank(self.fbank, c, s.pending) for c, s in zip(chunks, states)))
+        results: list[tuple[np.ndarray, StreamState] | None] = [None] * len(chunks)
+        groups: dict[int, list[int]] = {}
+        for i, f in enumerate(feats):
+            groups.setdefault(f.shape[0], []).append(i)
+        for rows in groups.values():
+            batch = np.stack([feats[i] for i in rows])  # (B, T, F)
+            model_state = (states[rows[0]].model if len(rows) == 1
+                           else self.model.stack_states([states[i].model for i in rows]))
+            logprobs, model_state = self.model.step(batch, model_state)
+            row_states = [model_state] if len(rows) == 1 else self.model.split_states(model_state)
+            for j, i in enumerate(rows):
+                results[i] = (logprobs[j], replace(states[i], pending=pendings[i], model=row_states[j],
+                                                   frames=states[i].frames + logprobs.shape[1]))
+        return results
+
+    def finish(self, state: StreamState) -> tuple[np.ndarray, StreamState]:
         """End of input: `step` over the tail of silence. Returns its log-probs (T', V) and the last state.
         A stream that has not yet produced a frame (a few tens of ms of audio) has nothing to flush."""
         if state.frames == 0:
-            return torch.zeros(0, self.encoder.cfg.vocab_size), state
+            return np.zeros((0, self.model.cfg.vocab_size), np.float32), state
         return self.step(self.tail, state)
 
-    def text(self, state: StreamState, since_token: int = 0) -> str:
-        return self.tokenizer.decode([t.id for t in state.tokens[since_token:]])
-
-    def words(self, state: StreamState, since_token: int = 0) -> list[Word]:
-        return word_times(state.tokens[since_token:], self.tokenizer, self.frame_seconds)
-
-    def stream(self, chunks: Iterable[Tensor | np.ndarray], keep_tokens: bool = True) -> Iterator[Step]:
-        """The one streaming loop: every chunk through `step`, then `finish`, one `Step` each. With
-        keep_tokens=False each step's state holds only that step's tokens, so an endless stream
-        keeps bounded memory (the caller keeps what it needs)."""
+    def stream(self, chunks: Iterable[np.ndarray]) -> Iterator[Step]:
+        """The one streaming loop: every chunk through `step`, then `finish`, one `Step` each."""
         state, heard = self.initial_state(), 0
         for chunk in chunks:
-            chunk = torch.as_tensor(chunk, dtype=torch.float32)
+            chunk = np.asarray(chunk, dtype=np.float32)
             began = time.perf_counter()
             logprobs, state = self.step(chunk, state)
-            heard += chunk.numel()
+            heard += chunk.size
             yield Step(logprobs, state, heard, (time.perf_counter() - began) * 1000, tail=False)
-            if not keep_tokens:
-                state = replace(state, tokens=[])
         began = time.perf_counter()
         logprobs, state = self.finish(state)
         yield Step(logprobs, state, heard, (time.perf_counter() - began) * 1000, tail=True)
 
-    def run(self, wave: Tensor, chunk_samples: int = 8000) -> tuple[Tensor, StreamState]:
-        """A whole waveform streamed in chunks: log-probs (T', V) and the final state. Time and
-        memory grow linearly with the audio, so hour-long files are fine."""
-        outputs = []
-        for step in self.stream(rechunk([wave], chunk_samples)):
-            outputs.append(step.logprobs)
-        return torch.cat(outputs), step.state
+    def run(self, wave: np.ndarray, chunk_samples: int = 8000) -> np.ndarray:
+        """A whole waveform streamed in chunks (and the tail): log-probs (T', V). Time and memory grow
+        linearly with the audio, so hour-long files are fine."""
+        outputs = [step.logprobs for step in self.stream(rechunk([wave], chunk_samples))]
+        return np.concatenate(outputs)
 
-    @torch.inference_mode()
-    def offline_logprobs(self, wave: Tensor) -> Tensor:
-        """The whole-utterance masked forward pass over the audio and the tail (reference for the
-        streaming path, which ends with `finish`): (T', V)."""
-        heard = self.encoder.output_lengths(torch.tensor([num_frames(wave.numel(), self.fbank.cfg)]))[0] > 0
-        feats = self.fbank((torch.cat([wave, self.tail]) if heard else wave)[None])
-        return self.encoder(feats)[0][0]
+    def offline_logprobs(self, wave: np.ndarray) -> np.ndarray:
+        """The whole utterance (and the tail) in one model call: (T', V). The streaming path, which
+        ends with `finish`, gives the same log-probs to float rounding."""
+        wave = np.asarray(wave, dtype=np.float32)
+        heard = num_frames(wave.size, self.fbank.cfg) // self.model.cfg.subsampling > 0
+        feats = self.fbank(np.concatenate([wave, self.tail]) if heard else wave)
+        logprobs, _ = self.model.step(feats[None], self.model.initial_state(1))
+        return logprobs[0]

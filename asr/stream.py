@@ -3,6 +3,7 @@
     python -m asr.stream --file AUDIO [--realtime] [--json] [--chunk-ms 500] [--compare-offline]
     python -m asr.stream --mic [--device N|NAME] [--json] [--max-seconds S]
     python -m asr.stream --list-devices
+    (and the model, decoder and endpoint options below)
 
 Audio is cut into chunks of exactly --chunk-ms whatever the source delivers, so a file and a
 microphone that hear the same samples print the same results. On a terminal the current
@@ -19,21 +20,22 @@ import sys
 import time
 from typing import Callable, Iterable, Iterator, TextIO
 
-import torch
+import numpy as np
 
 from asr import cli
 from asr.audio import SAMPLE_RATE, AudioError, load_audio, read_blocks, rechunk
+from asr.decoding.beam import LMError
 from asr.decoding.ctc import greedy_decode
 from asr.endpoint import Emission, emissions
-from asr.model.loader import ModelError
+from asr.model.backend import ModelError
 from asr.recognizer import Recognizer
 
 
-def paced(chunks: Iterable[torch.Tensor]) -> Iterator[torch.Tensor]:
+def paced(chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
     """Release each chunk no earlier than a microphone would have delivered it."""
     began, samples = time.monotonic(), 0
     for chunk in chunks:
-        samples += chunk.numel()
+        samples += chunk.size
         time.sleep(max(0.0, began + samples / SAMPLE_RATE - time.monotonic()))
         yield chunk
 
@@ -54,13 +56,13 @@ class LineDisplay:
         self.out.flush()
 
 
-def compare_offline(recognizer: Recognizer, wave: torch.Tensor, chunk_samples: int) -> tuple[float, int]:
+def compare_offline(recognizer: Recognizer, wave: np.ndarray, chunk_samples: int) -> tuple[float, int]:
     """Max |streamed - offline| log-prob and the number of differing greedy tokens."""
-    streamed, _ = recognizer.run(wave, chunk_samples)
+    streamed = recognizer.run(wave, chunk_samples)
     offline = recognizer.offline_logprobs(wave)
     if streamed.shape != offline.shape:
         raise AssertionError(f"streamed {tuple(streamed.shape)} != offline {tuple(offline.shape)}")
-    diff = (streamed - offline).abs().max().item() if offline.numel() else 0.0
+    diff = float(np.abs(streamed - offline).max()) if offline.size else 0.0
     a, b = greedy_decode(streamed), greedy_decode(offline)
     mismatches = sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
     return diff, mismatches
@@ -74,14 +76,14 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--mic", action="store_true", help="live input (16 kHz mono int16 via PortAudio)")
     source.add_argument("--list-devices", action="store_true", help="list audio devices and exit")
     parser.add_argument("--device", help="input device number or name (default: the system default)")
-    parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    cli.add_model_args(parser)
     cli.add_chunk_ms(parser, 500.0, "audio per step in ms (default 500)")
     parser.add_argument("--json", action="store_true", help="one JSON object per emission")
-    parser.add_argument("--realtime", action="store_true", help="with --file: pace input like a microphone")
-    parser.add_argument("--max-seconds", type=float, help="stop after this many seconds of audio")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (default 1: a 500 ms chunk is too small to gain from more)")
-    cli.add_lm_args(parser, finals=True)
+    parser.add_argument("--realtime", action="store_true", help="with --file: release each chunk when a "
+                                                                "microphone would have delivered it")
+    parser.add_argument("--max-seconds", type=cli.positive_float, help="stop after this many seconds of audio")
+    cli.add_decoder_args(parser)
+    cli.add_endpoint_args(parser)
     parser.add_argument("--compare-offline", action="store_true",
                         help="with --file: also run the whole-utterance forward and print the differences")
     return parser
@@ -90,11 +92,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.max_seconds is not None and args.max_seconds <= 0:
-        parser.error(f"--max-seconds must be > 0 (got {args.max_seconds})")
-    if args.threads < 1:
-        parser.error(f"--threads must be >= 1 (got {args.threads})")
-    torch.set_num_threads(args.threads)
     if args.file is None and (args.realtime or args.compare_offline):
         parser.error("--realtime and --compare-offline need --file")
     from asr import microphone  # sounddevice itself is imported only when a device is used
@@ -102,21 +99,23 @@ def main(argv: list[str] | None = None) -> int:
         try:
             print(microphone.list_devices())
         except microphone.NoDeviceError as err:
-            print(f"asr.stream: error: {err}", file=sys.stderr)
+            cli.error("stream", err)
             return 2
         return 0
     try:
-        recognizer = cli.load_recognizer("stream", args.model)
-        beam = cli.load_beam(args, recognizer)
-    except (ModelError, OSError) as err:
-        print(f"asr.stream: error: {err}", file=sys.stderr)
+        recognizer = cli.load_recognizer(args)
+        decoder = cli.load_decoder(args, recognizer)
+    except (ModelError, LMError, ValueError, OSError) as err:
+        cli.error("stream", err)
         return 1
     chunk_samples = cli.chunk_samples(args.chunk_ms)
     max_samples = None if args.max_seconds is None else round(args.max_seconds * SAMPLE_RATE)
     display = LineDisplay(sys.stdout, sys.stdout.isatty())
+    endpoint = cli.endpoint_config(args)
 
-    def show(chunks: Iterable[torch.Tensor]) -> None:
-        for emission in emissions(recognizer, rechunk(chunks, chunk_samples, max_samples), beam=beam):
+    def show(chunks: Iterable[np.ndarray], pace: bool = False) -> None:
+        chunks = rechunk(chunks, chunk_samples, max_samples)
+        for emission in emissions(recognizer, paced(chunks) if pace else chunks, decoder, endpoint):
             if args.json:
                 print(json.dumps(emission.to_json()), flush=True)
             else:
@@ -125,17 +124,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.mic:
         return _run_mic(args, show)
     try:
-        show(paced(read_blocks(args.file)) if args.realtime else read_blocks(args.file))
+        show(read_blocks(args.file), pace=args.realtime)
         if args.compare_offline:
             diff, mismatches = compare_offline(recognizer, load_audio(args.file), chunk_samples)
             print(f"max_abs_diff={diff:.3g} token_mismatches={mismatches}")
     except AudioError as err:
-        print(f"\nasr.stream: error: {err}" if display.tty else f"asr.stream: error: {err}", file=sys.stderr)
+        if display.tty:
+            print(file=sys.stderr)
+        cli.error("stream", err)
         return 1
     return 0
 
 
-def _run_mic(args: argparse.Namespace, show: Callable[[Iterable[torch.Tensor]], None]) -> int:
+def _run_mic(args: argparse.Namespace, show: Callable[[Iterable[np.ndarray]], None]) -> int:
     """Live input until Ctrl-C (or --max-seconds); the open segment is closed on the way out."""
     from asr import microphone
     try:
@@ -148,10 +149,10 @@ def _run_mic(args: argparse.Namespace, show: Callable[[Iterable[torch.Tensor]], 
             finally:
                 signal.signal(signal.SIGINT, previous)
     except microphone.NoDeviceError as err:
-        print(f"asr.stream: error: {err}", file=sys.stderr)
+        cli.error("stream", err)
         return 2
     except microphone.MicrophoneError as err:
-        print(f"asr.stream: error: {err}", file=sys.stderr)
+        cli.error("stream", err)
         return 1
     if mic.overflows:
         print(f"asr.stream: warning: {mic.overflows} input overflow(s): audio was lost", file=sys.stderr)

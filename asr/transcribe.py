@@ -18,16 +18,17 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+import numpy as np
 import soundfile as sf
-import torch
 from tqdm import tqdm
 
 from asr import cli
 from asr.audio import AUDIO_SUFFIXES, SAMPLE_RATE, AudioError, read_blocks, rechunk
-from asr.decoding.beam import BeamSearch
-from asr.endpoint import emissions
+from asr.decoding.beam import LMError
+from asr.decoding.decoder import Decoder
+from asr.endpoint import EndpointConfig, emissions
 from asr.manifest import ManifestError, read_manifest
-from asr.model.loader import ModelError
+from asr.model.backend import ModelError
 from asr.outputs import FORMATS, Segment, Transcript, render
 from asr.recognizer import Recognizer
 
@@ -62,23 +63,24 @@ def expand_inputs(items: Iterable[str]) -> tuple[list[Path], list[str]]:
 
 
 def transcribe_file(recognizer: Recognizer, path: Path, chunk_samples: int = 32000,
-                    progress: Callable[[float], None] | None = None, beam: BeamSearch | None = None) -> Transcript:
-    """One file through the streaming recognizer and endpointer (segments decoded with `beam` if
-    given); raises AudioError."""
+                    progress: Callable[[float], None] | None = None, decoder: Decoder | None = None,
+                    endpoint: EndpointConfig | None = None) -> Transcript:
+    """One file through the streaming recognizer, endpointer and decoder (greedy if none is given);
+    raises AudioError."""
     samples = 0
 
-    def counted(chunks: Iterable[torch.Tensor]) -> Iterator[torch.Tensor]:
+    def counted(chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
         nonlocal samples
         for chunk in chunks:
-            samples += chunk.numel()
+            samples += chunk.size
             if progress:
-                progress(chunk.numel() / SAMPLE_RATE)
+                progress(chunk.size / SAMPLE_RATE)
             yield chunk
 
     began = time.perf_counter()
+    chunks = counted(rechunk(read_blocks(path), chunk_samples))
     segments = [Segment(e.start, e.end, e.text, e.words)
-                for e in emissions(recognizer, counted(rechunk(read_blocks(path), chunk_samples)), beam=beam)
-                if e.is_final]
+                for e in emissions(recognizer, chunks, decoder, endpoint) if e.is_final]
     duration = samples / SAMPLE_RATE
     rtf = (time.perf_counter() - began) / duration if duration else 0.0
     return Transcript(str(path), " ".join(s.text for s in segments), duration, segments, rtf)
@@ -107,11 +109,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m asr.transcribe", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("inputs", nargs="+", metavar="AUDIO_OR_DIR_OR_MANIFEST")
-    parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    cli.add_model_args(parser)
     parser.add_argument("--format", choices=FORMATS, default="txt", help="output format (default txt)")
     parser.add_argument("--output-dir", type=Path, help="write one FILE.<format> per input here")
     cli.add_chunk_ms(parser, 2000.0, "audio per recognizer step in ms (speed only; default 2000)")
-    cli.add_lm_args(parser, finals=True)
+    cli.add_decoder_args(parser)
+    cli.add_endpoint_args(parser)
     return parser
 
 
@@ -120,17 +123,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     files, errors = expand_inputs(args.inputs)
     for error in errors:
-        print(f"asr.transcribe: error: {error}", file=sys.stderr)
+        cli.error("transcribe", error)
     if not files:
         return 1
     try:
-        recognizer = cli.load_recognizer("transcribe", args.model)
-        beam = cli.load_beam(args, recognizer)
+        recognizer = cli.load_recognizer(args)
+        decoder = cli.load_decoder(args, recognizer)
         if args.output_dir:
             args.output_dir.mkdir(parents=True, exist_ok=True)
-    except (ModelError, OSError) as err:
-        print(f"asr.transcribe: error: {err}", file=sys.stderr)
+    except (ModelError, LMError, ValueError, OSError) as err:
+        cli.error("transcribe", err)
         return 1
+    endpoint = cli.endpoint_config(args)
     chunk_samples = cli.chunk_samples(args.chunk_ms)
     total = sum(_duration(f) for f in files)
     show_bar = sys.stderr.isatty() and (total >= PROGRESS_SECONDS or len(files) >= PROGRESS_FILES)
@@ -141,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in files:
             bar.set_description(path.name[-30:])
             try:
-                result = transcribe_file(recognizer, path, chunk_samples, bar.update, beam)
+                result = transcribe_file(recognizer, path, chunk_samples, bar.update, decoder, endpoint)
             except AudioError as err:
                 tqdm.write(f"asr.transcribe: error: {err}", file=sys.stderr)
                 failed.append(str(path))

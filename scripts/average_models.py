@@ -18,7 +18,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from asr.model.config import EncoderConfig  # noqa: E402
-from asr.model.loader import ModelError, average_weights, load_model, save_model  # noqa: E402
+from asr.model.loader import average_weights, load_model, save_model  # noqa: E402
+from asr.model.backend import ModelError  # noqa: E402
 
 
 def architecture(cfg: EncoderConfig) -> dict:

@@ -32,7 +32,7 @@ from asr.decoding.beam import BeamSearch  # noqa: E402
 from asr.tools.bench_attention import chunk_speed, describe, scaling  # noqa: E402
 from asr.recognizer import Recognizer  # noqa: E402
 from asr.cli import load_recognizer  # noqa: E402
-from asr.model.loader import default_lm_path  # noqa: E402
+from asr.pretrained import default_lm_path  # noqa: E402
 from bench import ours, peers  # noqa: E402
 from bench.data import ROOT, SETS, Clip, EvalSet, load_set, write_wavs  # noqa: E402
 from bench.plots import make_plots  # noqa: E402

@@ -13,7 +13,8 @@ import torch
 from safetensors.torch import save_file
 
 from asr import evaluate, stream, transcribe
-from asr.model.loader import ModelError, load_config, load_model
+from asr.model.loader import load_config, load_model
+from asr.model.backend import ModelError
 from conftest import tone, write
 
 

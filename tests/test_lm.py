@@ -16,7 +16,7 @@ from asr.decoding.ctc import greedy_decode, greedy_tokens, word_times
 from asr.endpoint import Segmenter
 from asr.tools import lm
 from asr.tools.lm import build_arpa
-from asr.model.loader import default_lm_path
+from asr.pretrained import default_lm_path
 from asr.tokenizer import Tokenizer
 
 CORPUS = ["THE CAT SAT", "THE CAT RAN", "THE DOG SAT", "A DOG RAN HOME", "THE CAT SAT HOME", "A CAT"]

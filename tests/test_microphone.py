@@ -15,7 +15,7 @@ from pathlib import Path
 import jiwer
 import pytest
 
-from asr.model.loader import default_model_path
+from asr.pretrained import default_model_path
 from asr.text import normalize
 from conftest import run_module
 

@@ -13,7 +13,7 @@ import torch
 from asr import audio, stream, transcribe
 from asr.audio import load_audio
 from asr.manifest import write_manifest
-from asr.model.loader import default_model_path
+from asr.pretrained import default_model_path
 from asr.text import normalize
 from conftest import tone, write
 

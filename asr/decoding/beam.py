@@ -1,61 +1,84 @@
-"""CTC beam search with a lexicon and a word n-gram LM (torchaudio's flashlight decoder).
+"""CTC beam search with a lexicon and a word n-gram LM (flashlight-text), run incrementally.
 
 The lexicon is every word of the ARPA model spelled in the model's own units (BPE pieces, or
 letters followed by the word separator), so the search only ever outputs words the LM knows.
-A character model is trained to put the separator only *between* words, so the search appends one
-frame in which the separator is certain: without it no hypothesis could finish its last word, and the
-best finished one would often be the one that left that word out.
+`WordLM` reads the ARPA file and builds the lexicon trie once; each `BeamSearch` is one segment's
+search over it, fed chunk by chunk:
 
-    search = BeamSearch(tokenizer, "lm.arpa")
-    text = search(logprobs)            # (T, V) log-probs of one utterance -> text
-    tokens = search.tokens(logprobs)   # the same hypothesis as CTC tokens with their frames
+    lm = WordLM(tokenizer, "lm.arpa", BeamConfig())
+    search = lm.search(offset=0)
+    search.push(logprobs)          # (T, V) log-probs of the next frames
+    search.best()                  # the best hypothesis so far, as tokens (a partial result)
+    search.final()                 # end of segment: the best complete hypothesis
+
+A character model is trained to put the separator only *between* words, so `final` first feeds
+one frame in which the separator is certain: without it no hypothesis could finish its last word,
+and the best finished one would often be the one that left that word out.
 """
 from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from torch import Tensor
+import numpy as np
+from flashlight.lib.text.decoder import (CriterionType, KenLM, LexiconDecoder, LexiconDecoderOptions,
+                                         SmearingMode, Trie)
+from flashlight.lib.text.dictionary import Dictionary, create_word_dict
 
 from asr.decoding.ctc import Token
-from asr.tools.lm import BOS, EOS, UNK
-from asr.tokenizer import Tokenizer
+from asr.tokenizer import BLANK, Tokenizer
 
-
+BOS, EOS, UNK = "<s>", "</s>", "<unk>"  # the ARPA format's sentence marks and unknown word
 _IMPOSSIBLE = -1.0e4  # a log-probability no path survives (flashlight wants finite scores)
+
+
+class LMError(ValueError):
+    """A word LM file that cannot be used; the message names the file and the reason."""
 
 
 @dataclass
 class BeamConfig:
-    beam_size: int = 128  # chosen on dev: 32 -> 128 lowered WER by 0.6-1.5 points, at about 25 ms per utterance (1 thread)
-    lm_weight: float = 2.0  # both tuned on speechocean762 dev for the bundled model and LM (python -m asr.tools.tune_lm)
-    word_score: float = 0.0
+    beam_size: int = 128  # hypotheses kept per frame
+    lm_weight: float = 2.0  # weight and word score tuned on speechocean762 dev for the bundled model and LM
+    word_score: float = 0.0  # (python -m asr.tools.tune_lm)
+
+    def validate(self) -> "BeamConfig":
+        if self.beam_size < 1:
+            raise ValueError(f"beam size must be >= 1 (got {self.beam_size})")
+        return self
 
 
 def arpa_words(arpa: Path) -> list[str]:
-    """The unigram words of an ARPA file, without <s>, </s> and <unk>."""
-    words, in_unigrams = [], False
-    with open(arpa, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("\\"):
-                if in_unigrams:
-                    break
-                in_unigrams = line == "\\1-grams:"
-            elif in_unigrams and line:
-                word = line.split("\t")[1] if "\t" in line else line.split()[1]
-                if word not in (BOS, EOS, UNK):
-                    words.append(word)
+    """The unigram words of an ARPA file, without <s>, </s> and <unk>; LMError if it is not ARPA."""
+    words, section = [], None
+    try:
+        with open(arpa, encoding="utf-8") as f:
+            for number, line in enumerate(f, start=1):
+                line = line.strip()
+                if section is None and line and line != "\\data\\":
+                    raise LMError(f"{arpa}: not an ARPA language model (line {number} is not '\\data\\')")
+                if line.startswith("\\"):
+                    if section == "\\1-grams:":
+                        break
+                    section = line
+                elif section == "\\1-grams:" and line:
+                    fields = line.split()
+                    if len(fields) < 2:
+                        raise LMError(f"{arpa}: malformed unigram on line {number}")
+                    if fields[1] not in (BOS, EOS, UNK):
+                        words.append(fields[1])
+    except UnicodeDecodeError:
+        raise LMError(f"{arpa}: not an ARPA language model (not UTF-8 text)") from None
+    if not words:
+        raise LMError(f"{arpa}: not an ARPA language model (no unigrams)")
     return words
 
 
 @contextlib.contextmanager
 def _quiet_stderr():
-    """Silence file descriptor 2 (C++ libraries write to it directly)."""
+    """Silence file descriptor 2 (KenLM draws a progress bar on it while it reads)."""
     saved = os.dup(2)
     with open(os.devnull, "w") as devnull:
         os.dup2(devnull.fileno(), 2)
@@ -66,58 +89,99 @@ def _quiet_stderr():
             os.close(saved)
 
 
-class BeamSearch:
-    def __init__(self, tokenizer: Tokenizer, arpa: str | Path, cfg: BeamConfig = BeamConfig()):
-        from torchaudio.models.decoder import ctc_decoder  # needs flashlight-text
+class WordLM:
+    """An ARPA word LM with its lexicon trie in the tokenizer's units; shared by any number of searches."""
 
-        self.tokenizer = tokenizer
-        arpa = Path(arpa)
-        if not arpa.is_file():
-            raise FileNotFoundError(f"{arpa}: no such language model file")
-        tokens = tokenizer.units()
+    def __init__(self, tokenizer: Tokenizer, arpa: str | Path, cfg: BeamConfig = BeamConfig()):
+        self.tokenizer, self.cfg, self.path = tokenizer, cfg.validate(), Path(arpa)
+        if not self.path.is_file():
+            raise LMError(f"{self.path}: no such language model file")
+        units = tokenizer.units()
+        self.units = Dictionary(units)
         separator = tokenizer.word_separator()
         # BPE marks word starts inside its pieces and has no separator unit: <unk> (never emitted) stands in.
-        silence = separator or tokens[1]
+        self.silence = units.index(separator) if separator else 1
         self.end_frame = None  # (1, V): the word separator, certain (character models only)
         if separator:
-            self.end_frame = torch.full((1, len(tokens)), _IMPOSSIBLE)
-            self.end_frame[0, tokens.index(separator)] = 0.0
-        with tempfile.NamedTemporaryFile("w", suffix=".lexicon", encoding="utf-8", delete=False) as lexicon:
-            for word in arpa_words(arpa):
-                spelling = tokenizer.spell(word)
-                if spelling:
-                    lexicon.write(f"{word} {' '.join(spelling)}\n")
+            self.end_frame = np.full((1, len(units)), _IMPOSSIBLE, np.float32)
+            self.end_frame[0, self.silence] = 0.0
+        lexicon = {}
+        for word in arpa_words(self.path):
+            spelling = tokenizer.spell(word)
+            if spelling:
+                lexicon[word] = [spelling]
+        lexicon[UNK] = [[UNK]]
+        self.words = create_word_dict(lexicon)
         try:
-            with _quiet_stderr():  # KenLM draws a progress bar while it reads the ARPA file
-                self.decoder = ctc_decoder(lexicon=lexicon.name, tokens=tokens, lm=str(arpa), nbest=1,
-                                           beam_size=cfg.beam_size, lm_weight=cfg.lm_weight,
-                                           word_score=cfg.word_score, blank_token=tokens[0], sil_token=silence,
-                                           unk_word=UNK)
-        finally:
-            Path(lexicon.name).unlink()
+            with _quiet_stderr():
+                self.lm = KenLM(str(self.path), self.words)
+        except RuntimeError as err:
+            raise LMError(f"{self.path}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
+        self.trie = Trie(len(units), self.silence)
+        start = self.lm.start(False)
+        for word, spellings in lexicon.items():
+            index = self.words.get_index(word)
+            _, score = self.lm.score(start, index)
+            for spelling in spellings:
+                self.trie.insert([self.units.get_index(unit) for unit in spelling], index, score)
+        self.trie.smear(SmearingMode.MAX)
+        self.options = LexiconDecoderOptions(
+            beam_size=cfg.beam_size, beam_size_token=len(units), beam_threshold=50.0, lm_weight=cfg.lm_weight,
+            word_score=cfg.word_score, unk_score=float("-inf"), sil_score=0.0, log_add=False,
+            criterion_type=CriterionType.CTC)
 
-    def _best(self, logprobs: Tensor):
-        if logprobs.shape[0] == 0:
-            return None
-        logprobs = logprobs.float().cpu()
-        if self.end_frame is not None:
-            logprobs = torch.cat([logprobs, self.end_frame])
-        hypotheses = self.decoder(logprobs[None].contiguous())[0]
-        return hypotheses[0] if hypotheses else None
+    def search(self, offset: int = 0) -> "BeamSearch":
+        """A new search for a segment that starts at encoder frame `offset`."""
+        return BeamSearch(self, offset)
 
-    def __call__(self, logprobs: Tensor) -> str:
-        """(T, V) log-probs of one utterance -> the best hypothesis's text (decoded from its units,
-        exactly as the segment finals of `tokens` are)."""
-        return self.tokenizer.decode([token.id for token in self.tokens(logprobs)])
 
-    def tokens(self, logprobs: Tensor, offset: int = 0) -> list[Token]:
-        """(T, V) -> the best hypothesis as tokens (model ids) at their frames (+ `offset`), blanks
-        and repeats removed, so `asr.decoding.ctc.word_times` gives its word times as for greedy output."""
-        best = self._best(logprobs)
-        if best is None:
+class BeamSearch:
+    """One segment's incremental lexicon beam search; tokens carry absolute frames (offset + t)."""
+
+    def __init__(self, lm: WordLM, offset: int = 0):
+        self.lm, self.offset, self.frames = lm, offset, 0
+        self.decoder = LexiconDecoder(lm.options, lm.trie, lm.lm, lm.silence, BLANK,
+                                      lm.words.get_index(UNK), [], False)
+        self.decoder.decode_begin()
+        self.done: list[Token] | None = None
+
+    def push(self, logprobs: np.ndarray) -> None:
+        """Feed (T, V) log-probs of the next frames."""
+        if self.done is not None:
+            raise RuntimeError("push after final")
+        logprobs = np.ascontiguousarray(logprobs, dtype=np.float32)
+        if logprobs.shape[0]:
+            self.decoder.decode_step(logprobs.ctypes.data, logprobs.shape[0], logprobs.shape[1])
+            self.frames += logprobs.shape[0]
+
+    def best(self) -> list[Token]:
+        """The best hypothesis over the frames so far (its last word may be unfinished)."""
+        if self.done is not None:
+            return self.done
+        if self.frames == 0:
             return []
-        # flashlight's path has T + 2 steps: a word boundary before frame 0 and one after the last frame
-        # (and the appended separator frame is clamped to the last real frame too)
-        last = logprobs.shape[0] - 1
-        return [Token(int(i), offset + min(max(int(t) - 1, 0), last))
-                for i, t in zip(best.tokens.tolist(), best.timesteps.tolist())]
+        return self._tokens(self.decoder.get_best_hypothesis().tokens)
+
+    def final(self) -> list[Token]:
+        """End of segment: the best hypothesis that ends on a whole word. Later calls return the same."""
+        if self.done is None:
+            if self.frames == 0:
+                self.done = []
+            else:
+                if self.lm.end_frame is not None:
+                    self.decoder.decode_step(self.lm.end_frame.ctypes.data, 1, self.lm.end_frame.shape[1])
+                self.decoder.decode_end()
+                hypotheses = self.decoder.get_all_final_hypothesis()
+                self.done = self._tokens(hypotheses[0].tokens) if hypotheses else []
+        return self.done
+
+    def _tokens(self, path: list[int]) -> list[Token]:
+        """flashlight's path (a unit per step; step 0 is a boundary before frame 0) -> CTC tokens at
+        their first frame, blanks and repeats removed; the appended separator frame maps to the last
+        real frame."""
+        tokens, previous, last = [], BLANK, self.frames - 1
+        for step, unit in enumerate(path):
+            if unit != BLANK and unit != previous and unit >= 0:
+                tokens.append(Token(int(unit), self.offset + min(max(step - 1, 0), last)))
+            previous = unit
+        return tokens

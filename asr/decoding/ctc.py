@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torch import Tensor
+import numpy as np
 
 from asr.tokenizer import BLANK, Tokenizer
 
@@ -21,13 +21,13 @@ class Word:
     end: float
 
 
-def greedy_tokens(logprobs: Tensor, previous: int = BLANK, offset: int = 0) -> tuple[list[Token], int]:
+def greedy_tokens(logprobs: np.ndarray, previous: int = BLANK, offset: int = 0) -> tuple[list[Token], int]:
     """Best-path CTC over (T, V): collapse repeats, drop blanks.
 
     `previous` is the last frame's best id from the preceding chunk, so a token that spans a
     chunk boundary is emitted once; returns the new tokens and the last frame's best id.
     """
-    best = logprobs.argmax(dim=-1).tolist()
+    best = np.asarray(logprobs).argmax(axis=-1).tolist()
     tokens = []
     for t, token in enumerate(best):
         if token != BLANK and token != previous:
@@ -36,7 +36,7 @@ def greedy_tokens(logprobs: Tensor, previous: int = BLANK, offset: int = 0) -> t
     return tokens, previous
 
 
-def greedy_decode(logprobs: Tensor) -> list[int]:
+def greedy_decode(logprobs: np.ndarray) -> list[int]:
     """(T, V) -> token ids."""
     return [t.id for t in greedy_tokens(logprobs)[0]]
 

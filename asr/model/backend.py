@@ -26,6 +26,10 @@ from asr.tokenizer import Tokenizer
 BACKENDS = ("torch", "onnx")
 
 
+class ModelError(Exception):
+    """A model file or folder that cannot be used; the message names it and the reason."""
+
+
 class AcousticModel(Protocol):
     cfg: EncoderConfig
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import asdict
-from importlib import resources
 from pathlib import Path
 
 import torch
@@ -15,28 +14,11 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 
 from asr.model.encoder import Encoder, EncoderConfig
+from asr.model.backend import ModelError
+from asr.pretrained import default_model_path
 from asr.tokenizer import Tokenizer
 
 FORMAT = "asr-ctc-v1"
-
-
-class ModelError(Exception):
-    """A model file that cannot be used; the message names the file and the reason."""
-
-
-def _bundled(name: str) -> Path | None:
-    path = Path(str(resources.files("asr") / "pretrained" / name))
-    return path if path.is_file() else None
-
-
-def default_model_path() -> Path | None:
-    """The model bundled in the package, or None in a checkout that has not shipped one yet."""
-    return _bundled("default.safetensors")
-
-
-def default_lm_path() -> Path | None:
-    """The word LM bundled with the default model (ARPA, built from its training text), if any."""
-    return _bundled("default.arpa")
 
 
 def save_model(path: str | Path, encoder: Encoder, tokenizer: Tokenizer, info: dict | None = None) -> None:

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass, replace
 import torch
 
 from asr.model.encoder import Encoder, EncoderConfig
-from asr.model.loader import default_model_path, load_config
+from asr.model.loader import load_config
+from asr.pretrained import default_model_path
 
 FRAMES_PER_SECOND = 100  # feature frames (10 ms hop)
 CHUNK_FRAMES = 50  # 500 ms

@@ -18,10 +18,12 @@ from pathlib import Path
 
 from asr import cli
 from asr.audio import AudioError, load_audio
-from asr.decoding.beam import BeamConfig, BeamSearch
-from asr.evaluate import Score, score
+from asr.decoding.beam import BeamConfig, LMError, WordLM
+from asr.decoding.decoder import Decoder
+from asr.scoring import Score, score
 from asr.manifest import ManifestError, read_manifest
-from asr.model.loader import ModelError, default_lm_path
+from asr.model.backend import ModelError
+from asr.pretrained import default_lm_path
 from asr.text import normalize
 
 
@@ -30,8 +32,8 @@ def grid_search(logprobs: list, refs: list[str], tokenizer, lm: str, weights: li
     """(lm_weight, word_score, word score, char score) for every grid point."""
     rows = []
     for weight, word_score in product(weights, scores):
-        search = BeamSearch(tokenizer, lm, BeamConfig(beam_size, weight, word_score))
-        scored = [score(ref, normalize(search(lp))) for lp, ref in zip(logprobs, refs)]
+        decoder = Decoder(tokenizer, WordLM(tokenizer, lm, BeamConfig(beam_size, weight, word_score)))
+        scored = [score(ref, normalize(decoder.text(decoder.decode(lp)))) for lp, ref in zip(logprobs, refs)]
         words, chars = Score.total(w for w, _, _ in scored), Score.total(c for _, c, _ in scored)
         rows.append((weight, word_score, words, chars))
         print(f"lm_weight={weight:g} word_score={word_score:g} WER={words.rate() * 100:.2f} "
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm", nargs="+", help="ARPA word LM(s) to compare; default: the bundled one")
     parser.add_argument("--lm-weights", type=float, nargs="+", default=[0.5, 1.0, 1.5])
     parser.add_argument("--word-scores", type=float, nargs="+", default=[-1.0, 0.0, 1.0])
-    parser.add_argument("--beam-size", type=int, default=BeamConfig().beam_size)
+    parser.add_argument("--beam-size", type=cli.positive_int, default=BeamConfig().beam_size)
     args = parser.parse_args(argv)
     lms = args.lm or [path for path in [default_lm_path()] if path]
     rows = []
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             if not Path(lm).is_file():
                 raise FileNotFoundError(f"{lm}: no such LM file")
         utterances = read_manifest(args.manifest, args.split)[: args.limit]
-        recognizer = cli.load_recognizer("tune_lm", args.model)
+        recognizer = cli.load_recognizer(args)
         logprobs = [recognizer.offline_logprobs(load_audio(u.audio)) for u in utterances]
         refs = [normalize(u.text) for u in utterances]
         for lm in lms:

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import lightning as L
+import numpy as np
 import torch
 import torchaudio
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from asr.audio import SAMPLE_RATE, load_audio
+from asr.audio import SAMPLE_RATE, load_audio, resample
 from asr.features import Fbank
 from asr.manifest import Utterance, read_manifest
 from asr.text import normalize
@@ -110,7 +111,7 @@ class SpeechDataset(Dataset):
                  cache: bool = False):
         self.utterances, self.tokenizer, self.augment = utterances, tokenizer, augment
         self.fbank = Fbank()
-        self.silent_frame = self.fbank(torch.zeros(1, self.fbank.cfg.win_length))[0]  # (1, F): all-zero audio
+        self.silent_frame = torch.from_numpy(self.fbank(np.zeros(self.fbank.cfg.win_length, np.float32)))  # (1, F)
         self.cache: dict[tuple[Path, float], Tensor] | None = {} if cache else None
 
     def features(self, audio: Path, speed: float, snr_db: float | None) -> Tensor:
@@ -123,11 +124,11 @@ class SpeechDataset(Dataset):
             return self.cache[key].float()
         wave = load_audio(audio)
         if speed != 1.0:  # play faster/slower: resample as if recorded at rate * speed
-            wave = torchaudio.functional.resample(wave, int(SAMPLE_RATE * speed), SAMPLE_RATE)
+            wave = resample(wave, int(SAMPLE_RATE * speed), SAMPLE_RATE)
+        wave = torch.from_numpy(wave)
         if snr_db is not None:
             wave = add_noise(wave, snr_db)
-        with torch.no_grad():
-            feats = self.fbank(wave[None])[0]
+        feats = torch.from_numpy(self.fbank(wave.numpy()))
         if cacheable:
             self.cache[key] = feats.half()
         return feats

@@ -1,0 +1,90 @@
+"""The one decoder every entry point uses: greedy CTC, or a beam search with a word LM.
+
+It is chosen once (`Decoder.load`, from command-line options through `asr.cli`), and decodes
+both ways the same: as incremental searches that are fed chunk by chunk (streaming partials
+and segment finals), or over a whole utterance (`decode`, which is the same search fed once).
+
+    decoder = Decoder.load(tokenizer)             # bundled word LM and its tuned weights
+    search = decoder.search()
+    search.push(logprobs)                          # (T, V), every chunk
+    decoder.text(search.best())                    # the partial result so far
+    decoder.text(search.final())                   # the result once the segment has ended
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from asr.decoding.beam import BeamConfig, LMError, WordLM
+from asr.decoding.ctc import Token, Word, greedy_tokens, word_times
+from asr.pretrained import default_lm_path
+from asr.tokenizer import BLANK, Tokenizer
+
+
+class Search(Protocol):
+    def push(self, logprobs: np.ndarray) -> None:
+        """Feed (T, V) log-probs of the next frames."""
+
+    def best(self) -> list[Token]:
+        """The best hypothesis so far (a partial result)."""
+
+    def final(self) -> list[Token]:
+        """The finished segment's result."""
+
+
+class GreedySearch:
+    """Best-path CTC, carried across chunks (a token spanning a chunk boundary is emitted once)."""
+
+    def __init__(self, offset: int = 0):
+        self.frames, self.previous, self.tokens = offset, BLANK, []
+
+    def push(self, logprobs: np.ndarray) -> None:
+        new, self.previous = greedy_tokens(logprobs, self.previous, self.frames)
+        self.tokens.extend(new)
+        self.frames += logprobs.shape[0]
+
+    def best(self) -> list[Token]:
+        return list(self.tokens)
+
+    def final(self) -> list[Token]:
+        return list(self.tokens)
+
+
+class Decoder:
+    """Greedy CTC (`lm=None`) or the lexicon beam search over `lm`; makes one search per segment."""
+
+    def __init__(self, tokenizer: Tokenizer, lm: WordLM | None = None):
+        self.tokenizer, self.lm = tokenizer, lm
+
+    @classmethod
+    def load(cls, tokenizer: Tokenizer, lm: str | Path | None = "bundled",
+             cfg: BeamConfig = BeamConfig()) -> "Decoder":
+        """lm: an ARPA file, "bundled" for the word LM shipped with the default model, or None (greedy).
+        Raises LMError for an unusable file (or when none is bundled)."""
+        if lm == "bundled":
+            lm = default_lm_path()
+            if lm is None:
+                raise LMError("no word LM is bundled in this installation; give one with --lm PATH")
+        return cls(tokenizer, WordLM(tokenizer, lm, cfg) if lm is not None else None)
+
+    @property
+    def kind(self) -> str:
+        return "greedy" if self.lm is None else "beam"
+
+    def search(self, offset: int = 0) -> Search:
+        """A new search for a segment that starts at encoder frame `offset`."""
+        return GreedySearch(offset) if self.lm is None else self.lm.search(offset)
+
+    def decode(self, logprobs: np.ndarray, offset: int = 0) -> list[Token]:
+        """A whole utterance's (T, V) log-probs -> its tokens: one search, fed once."""
+        search = self.search(offset)
+        search.push(logprobs)
+        return search.final()
+
+    def text(self, tokens: list[Token]) -> str:
+        return self.tokenizer.decode([t.id for t in tokens])
+
+    def words(self, tokens: list[Token], frame_seconds: float) -> list[Word]:
+        return word_times(tokens, self.tokenizer, frame_seconds)

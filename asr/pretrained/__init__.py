@@ -1,0 +1,21 @@
+"""The default model shipped in the package, its word LM and model card (files beside this one)."""
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+
+def bundled(name: str) -> Path | None:
+    """The shipped file or folder `name`, or None where this installation has none."""
+    path = Path(str(resources.files("asr.pretrained") / name))
+    return path if path.exists() else None
+
+
+def default_model_path() -> Path | None:
+    """The default model (safetensors: weights, config, tokenizer, CMVN statistics)."""
+    return bundled("default.safetensors")
+
+
+def default_lm_path() -> Path | None:
+    """The word LM bundled with the default model (ARPA, built from its training text)."""
+    return bundled("default.arpa")
