@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 $SUDO apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    libportaudio2 sox espeak-ng flite festival festlex-cmu festvox-kallpc16k festvox-kdlpc16k >/dev/null
+    libportaudio2 sox espeak-ng flite festival festlex-cmu festvox-kallpc16k festvox-kdlpc16k \
+    chromium chromium-driver >/dev/null
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e ".[train,onnx,test]"

@@ -1,0 +1,1 @@
+"""The streaming server behind `python -m asr.serve`: protocol, batching engine, WebSocket app."""

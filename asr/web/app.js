@@ -1,0 +1,100 @@
+// The page: microphone -> AudioWorklet (int16 at the context's rate) -> ws://.../asr -> transcript.
+"use strict";
+const $ = (id) => document.getElementById(id);
+let socket = null, context = null, media = null, node = null;
+let sentSamples = 0, rate = 16000, sends = [], latencies = [];
+
+function setStatus(text, error) {
+  $("status").textContent = text;
+  $("status").className = error ? "error" : "";
+}
+
+// When the audio up to `seconds` left the page: the send time of the message holding that sample.
+function sentAt(seconds) {
+  for (const [until, at] of sends) if (until >= seconds - 1e-6) return at;
+  return null;
+}
+
+function show(event) {
+  if (event.error) { setStatus("error: " + event.error, true); return; }
+  $("compute").textContent = event.compute_ms.toFixed(1);
+  const at = sentAt(event.time);
+  if (at !== null) {
+    const ms = performance.now() - at;
+    latencies.push(ms);
+    const sorted = [...latencies].sort((a, b) => a - b);
+    $("latency").textContent = ms.toFixed(0);
+    $("latency-median").textContent = sorted[Math.floor(sorted.length / 2)].toFixed(0);
+  }
+  while (sends.length > 1 && sends[1][0] < event.time) sends.shift();
+  if (event.is_final) {
+    const line = document.createElement("p");
+    line.className = "final";
+    line.textContent = event.text;
+    $("finals").appendChild(line);
+    $("partial").textContent = "";
+  } else {
+    $("partial").textContent = event.text;
+  }
+}
+
+async function start() {
+  $("start").disabled = true;
+  try {
+    media = await navigator.mediaDevices.getUserMedia({
+      audio: { channelCount: 1, echoCancellation: false, noiseSuppression: false, autoGainControl: false } });
+    context = new AudioContext();
+    await context.audioWorklet.addModule("/worklet.js");
+  } catch (err) {
+    setStatus("microphone unavailable: " + err.message, true);
+    $("start").disabled = false;
+    return;
+  }
+  rate = context.sampleRate;
+  $("rate").textContent = rate;
+  sentSamples = 0; sends = []; latencies = [];
+  const token = new URLSearchParams(location.search).get("token");
+  const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  socket = new WebSocket(`${scheme}//${location.host}/asr` + (token ? "?token=" + encodeURIComponent(token) : ""));
+  socket.binaryType = "arraybuffer";
+  socket.onopen = () => {
+    socket.send(JSON.stringify({ sample_rate: rate }));
+    node = new AudioWorkletNode(context, "pcm-sender");
+    node.port.onmessage = (message) => {
+      if (!socket || socket.readyState !== WebSocket.OPEN) return;
+      socket.send(message.data);
+      sentSamples += message.data.byteLength / 2;
+      sends.push([sentSamples / rate, performance.now()]);
+      $("sent").textContent = (sentSamples / rate).toFixed(1);
+    };
+    context.createMediaStreamSource(media).connect(node);
+    setStatus("listening");
+    $("stop").disabled = false;
+  };
+  socket.onmessage = (message) => show(JSON.parse(message.data));
+  socket.onclose = (event) => {
+    if (event.code === 1000) setStatus("stopped");
+    else if (!$("status").classList.contains("error")) setStatus(`closed (${event.code} ${event.reason})`, true);
+    release();
+    $("start").disabled = false;
+    $("stop").disabled = true;
+  };
+}
+
+function release() {
+  if (node) { node.port.onmessage = null; node.disconnect(); node = null; }
+  if (media) { media.getTracks().forEach((track) => track.stop()); media = null; }
+  if (context) { context.close(); context = null; }
+}
+
+function stop() {
+  $("stop").disabled = true;
+  release();
+  if (socket && socket.readyState === WebSocket.OPEN) {
+    setStatus("finishing");
+    socket.send(JSON.stringify({ type: "end" }));
+  }
+}
+
+$("start").addEventListener("click", start);
+$("stop").addEventListener("click", stop);

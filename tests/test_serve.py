@@ -1,0 +1,315 @@
+"""asr.serve with real clients on a real port: results, batching, protocol errors, limits."""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.request import urlopen
+
+import numpy as np
+import pytest
+import soundfile as sf
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from asr.audio import SAMPLE_RATE, rechunk, read_blocks
+from asr.decoding.decoder import Decoder
+from asr.endpoint import emissions
+from asr.recognizer import Recognizer
+from asr.server.app import App, Limits, start
+from asr.server.engine import Engine
+from asr.server.recognition import Recognition
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "asr" / "examples"
+
+
+class ServerThread:
+    """An App on 127.0.0.1 (a free port) in a thread of its own, with its own event loop."""
+
+    def __init__(self, recognition: Recognition, limits: Limits):
+        self.app = App(Engine(recognition), limits)
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10), "server did not start"
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.server = self.loop.run_until_complete(start(self.app, "127.0.0.1", 0))
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.ready.set()
+        self.loop.run_forever()
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/asr"
+
+    def stop(self) -> None:
+        async def close() -> None:
+            self.server.close()
+            await self.server.wait_closed()
+        asyncio.run_coroutine_threadsafe(close(), self.loop).result(10)
+        self.app.engine.close()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+class ServerProcess:
+    """`python -m asr.serve --port 0 ARGS` in a subprocess; the port comes from its first line."""
+
+    def __init__(self, *args: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "asr.serve", "--port", "0", *args], cwd=ROOT,
+                                     stderr=subprocess.PIPE, text=True)
+        line = self.proc.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert match, f"no listening line from asr.serve: {line!r}"
+        self.port = int(match.group(1))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(20)
+
+
+@pytest.fixture(scope="module")
+def recognizer() -> Recognizer:
+    return Recognizer.load()
+
+
+@pytest.fixture(scope="module")
+def decoder(recognizer: Recognizer) -> Decoder:
+    return Decoder.load(recognizer.tokenizer, "bundled")  # asr.stream's default with the bundled model
+
+
+@pytest.fixture(scope="module")
+def server(recognizer: Recognizer, decoder: Decoder):
+    srv = ServerThread(Recognition(recognizer, decoder), Limits(max_streams=12, max_message=64 * 1024))
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def long_audio(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both examples with silence between and after (several segments), as 16 kHz int16 WAV."""
+    a, b = (sf.read(EXAMPLES / name, dtype="float32")[0] for name in ("synthetic_slt.flac", "speechocean762_0813_0233.flac"))
+    gap = np.zeros(SAMPLE_RATE, np.float32)
+    path = tmp_path_factory.mktemp("audio") / "long.wav"
+    sf.write(path, np.concatenate([a, gap, b, gap, a[: SAMPLE_RATE]]), SAMPLE_RATE, subtype="PCM_16")
+    return path
+
+
+def reference(recognizer: Recognizer, decoder: Decoder, path: Path) -> list[dict]:
+    """What `asr.stream --file PATH --json` prints: the shared emission loop over 500 ms chunks."""
+    return [e.to_json() for e in emissions(recognizer, rechunk(read_blocks(path), SAMPLE_RATE // 2), decoder)]
+
+
+def pcm(path: Path) -> tuple[bytes, int]:
+    samples, rate = sf.read(path, dtype="int16")
+    return samples.tobytes(), rate
+
+
+async def transcribe(url: str, data: bytes, rate: int | None = None, piece: int = 3200, delay: float = 0.0,
+                     pace: float = 0.0) -> tuple[list[dict], int]:
+    """Send `data` (int16 PCM) in `piece`-byte messages, then end; the events and the close code."""
+    await asyncio.sleep(delay)
+    async with connect(url, max_size=None) as ws:
+        if rate is not None:
+            await ws.send(json.dumps({"sample_rate": rate}))
+        for start in range(0, len(data), piece):
+            await ws.send(data[start:start + piece])
+            await asyncio.sleep(pace)
+        await ws.send(json.dumps({"type": "end"}))
+        events = [json.loads(m) async for m in ws]
+    return events, ws.close_code
+
+
+def without_compute(events: list[dict]) -> list[dict]:
+    return [{k: v for k, v in e.items() if k != "compute_ms"} for e in events]
+
+
+def test_served_stream_equals_asr_stream_file(server, recognizer, decoder, long_audio):
+    expected = reference(recognizer, decoder, long_audio)
+    data, _ = pcm(long_audio)
+    events, code = asyncio.run(transcribe(server.url, data, piece=2 * 1234))  # odd-sized pieces, rechunked
+    assert code == 1000
+    assert without_compute(events) == without_compute(expected)
+    finals = [e["text"] for e in events if e["is_final"]]
+    assert len(finals) >= 2 and "COLD" in finals[0]
+    assert set(events[0]) == {"segment", "start", "time", "text", "new", "is_final", "compute_ms"}
+    partial_times = [e["time"] for e in events if not e["is_final"]]
+    assert partial_times[:3] == [0.5, 1.0, 1.5]  # a partial every 500 ms of audio
+
+
+def test_other_sample_rate_is_resampled(server, recognizer, decoder, tmp_path):
+    wave, rate = sf.read(EXAMPLES / "synthetic_slt.flac", dtype="float32")
+    path = tmp_path / "slt48k.wav"
+    sf.write(path, np.repeat(wave, 3), 48000, subtype="PCM_16")  # same words at 48 kHz
+    expected = [e["text"] for e in reference(recognizer, decoder, path) if e["is_final"]]
+    events, code = asyncio.run(transcribe(server.url, *pcm(path)))
+    assert code == 1000 and [e["text"] for e in events if e["is_final"]] == expected and expected
+
+
+def test_a_stream_gives_the_same_events_alone_or_beside_seven_others(server, long_audio):
+    data, _ = pcm(long_audio)
+    alone, _ = asyncio.run(transcribe(server.url, data))
+    rows, batches = server.app.engine.rows, server.app.engine.batches
+
+    async def crowd() -> list[tuple[list[dict], int]]:
+        return await asyncio.gather(*(transcribe(server.url, data, piece=1600 + 320 * i, delay=0.15 * i, pace=0.002)
+                                      for i in range(8)))
+    results = asyncio.run(crowd())
+    assert all(code == 1000 for _, code in results)
+    for events, _ in results:
+        assert without_compute(events) == without_compute(alone)
+    rows, batches = server.app.engine.rows - rows, server.app.engine.batches - batches
+    assert rows / batches > 1.5, f"chunks were not batched: {rows} rows in {batches} passes"
+
+
+async def received(ws) -> list[dict]:
+    """Every event until the server closes, whatever the close code."""
+    events = []
+    try:
+        async for message in ws:
+            events.append(json.loads(message))
+    except ConnectionClosed:
+        pass
+    return events
+
+
+async def expect_error(url: str, messages: list[str | bytes]) -> tuple[dict, int]:
+    """Send `messages`; the error event and the close code that answer them."""
+    async with connect(url) as ws:
+        for message in messages:
+            await ws.send(message)
+        events = await received(ws)
+    assert events and "error" in events[-1], events
+    return events[-1], ws.close_code
+
+
+@pytest.mark.parametrize("messages, code", [
+    ([b"\x00\x01\x02"], 1007),  # odd byte count
+    (["hello"], 1003),  # not JSON
+    (['{"type": "pause"}'], 1003),  # not the protocol
+    (['[1, 2]'], 1003),
+    (['{"sample_rate": 123}'], 1007),  # out of range
+    (['{"sample_rate": "16000"}'], 1007),
+    ([b"\x00\x00" * 100, '{"sample_rate": 8000}'], 1003),  # rate after audio
+    ([b"\x00" * (64 * 1024 + 2)], 1009),  # over --max-message
+])
+def test_bad_messages_get_an_error_event_and_a_close_code(server, messages, code):
+    event, closed = asyncio.run(expect_error(server.url, messages))
+    assert closed == code == event["code"] and event["error"]
+
+
+def test_bad_clients_never_disturb_a_good_stream(server, recognizer, decoder):
+    path = EXAMPLES / "synthetic_slt.flac"
+    expected = without_compute(reference(recognizer, decoder, path))
+    data, _ = pcm(path)
+
+    async def vanish() -> None:  # audio, then the TCP connection drops without a close frame
+        ws = await connect(server.url)
+        await ws.send(data[:20000])
+        await asyncio.sleep(0.05)
+        ws.transport.abort()
+
+    async def scene() -> list:
+        return await asyncio.gather(
+            transcribe(server.url, data, pace=0.01), vanish(), vanish(),
+            expect_error(server.url, [b"\x01"]), expect_error(server.url, ["nonsense"]),
+            expect_error(server.url, [b"\x00" * 70000]), return_exceptions=True)
+    good, *others = asyncio.run(scene())
+    assert not any(isinstance(r, BaseException) for r in [good, *others]), [good, *others]
+    assert good[1] == 1000 and without_compute(good[0]) == expected
+    deadline = time.monotonic() + 5
+    while server.app.live and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.app.live == 0
+
+
+def test_idle_streams_time_out(recognizer):
+    srv = ServerThread(Recognition(recognizer), Limits(idle_timeout=0.3))
+    try:
+        event, code = asyncio.run(expect_error(srv.url, [b"\x00\x00" * 800]))
+        assert code == 1008 and "idle" in event["error"]
+    finally:
+        srv.stop()
+
+
+def test_over_max_streams_is_closed_with_1013(recognizer):
+    srv = ServerThread(Recognition(recognizer), Limits(max_streams=2))
+
+    async def scene() -> tuple[dict, int, list]:
+        holders = [await connect(srv.url) for _ in range(2)]
+        event, code = await expect_error(srv.url, [])
+        for ws in holders:
+            await ws.send(json.dumps({"type": "end"}))
+        ends = [[m async for m in ws] for ws in holders]
+        return event, code, [ws.close_code for ws in holders]
+    try:
+        event, code, held = asyncio.run(scene())
+        assert code == 1013 and "busy" in event["error"] and held == [1000, 1000]
+    finally:
+        srv.stop()
+
+
+def test_token_is_required_when_set(recognizer):
+    srv = ServerThread(Recognition(recognizer), Limits(token="s3cret"))
+
+    async def attempt(url: str, headers: dict | None = None) -> int:
+        async with connect(url, additional_headers=headers) as ws:
+            await ws.send(json.dumps({"type": "end"}))
+            [m async for m in ws]
+        return ws.close_code
+    try:
+        for url, headers in ((srv.url, None), (srv.url + "?token=wrong", None),
+                             (srv.url, {"Authorization": "Bearer nope"})):
+            with pytest.raises(InvalidStatus) as refused:
+                asyncio.run(attempt(url, headers))
+            assert refused.value.response.status_code == 401
+        assert asyncio.run(attempt(srv.url + "?token=s3cret")) == 1000
+        assert asyncio.run(attempt(srv.url, {"Authorization": "Bearer s3cret"})) == 1000
+    finally:
+        srv.stop()
+
+
+def test_the_page_and_its_scripts_are_served(server):
+    base = f"http://127.0.0.1:{server.port}"
+    with urlopen(base + "/") as page:
+        html = page.read().decode()
+        assert page.headers["Content-Type"].startswith("text/html") and "/app.js" in html
+    with urlopen(base + "/app.js") as script:
+        assert "audioWorklet.addModule" in script.read().decode()
+    with urlopen(base + "/worklet.js") as worklet:
+        assert "registerProcessor" in worklet.read().decode()
+    with pytest.raises(Exception) as missing:
+        urlopen(base + "/secret")
+    assert getattr(missing.value, "code", None) == 404
+
+
+@pytest.mark.parametrize("args, status, message", [
+    (["--port", "70000"], 2, "--port must be <= 65535"),
+    (["--max-streams", "0"], 2, "--max-streams must be >= 1"),
+    (["--model", "/no/such/model.safetensors"], 1, "asr.serve: error:"),
+])
+def test_bad_options_give_one_error_line(args, status, message):
+    run = subprocess.run([sys.executable, "-m", "asr.serve", *args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == status and message in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_the_command_serves_until_terminated(tmp_path):
+    srv = ServerProcess("--greedy")
+    try:
+        data, _ = pcm(EXAMPLES / "synthetic_slt.flac")
+        events, code = asyncio.run(transcribe(f"ws://127.0.0.1:{srv.port}/asr", data))
+        assert code == 1000 and events[-1]["is_final"] and events[-1]["text"], events
+    finally:
+        srv.stop()
+    assert srv.proc.returncode == 0
