@@ -7,19 +7,20 @@ frames (B, P, F), invalid (B,) int64, key_i / value_i (B, H, W-1, D/H), conv_i (
 from __future__ import annotations
 
 import json
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
+from asr.model.backend import ModelError
 from asr.model.config import EncoderConfig
+from asr.pretrained import bundled
 from asr.tokenizer import Tokenizer
 
 FORMAT = "asr-onnx-v1"
 OnnxState = dict  # name -> np.ndarray, one entry per graph state input
 
 
-class OnnxModelError(ValueError):
+class OnnxModelError(ModelError):
     """An exported folder that cannot be used; the message names the path and the reason."""
 
 
@@ -73,8 +74,8 @@ class OnnxModel:
 
 def default_onnx_dir() -> Path | None:
     """The export of the bundled model shipped in the package (asr/pretrained/onnx), if any."""
-    path = Path(str(resources.files("asr") / "pretrained" / "onnx"))
-    return path if (path / "model.json").is_file() else None
+    path = bundled("onnx")
+    return path if path is not None and (path / "model.json").is_file() else None
 
 
 def read_meta(path: Path) -> dict:

@@ -1,0 +1,97 @@
+"""The torch-free runtime end to end: transcribe, stream and evaluate with --backend onnx give the
+torch backend's text, never import torch, and install from the package without the training stack."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import DATA, ROOT
+
+EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "asr" / "examples").glob("*.flac"))
+DEV = DATA / "speechocean762" / "dev.jsonl"
+NO_TORCH = ("import runpy, sys; sys.modules['torch'] = None; tool = sys.argv.pop(1); "
+            "runpy.run_module(tool, run_name='__main__', alter_sys=True)")
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def run_tool(tool: str, *args: str, torch_free: bool = False, python: str = sys.executable,
+             cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    """`python -m asr.TOOL ARGS`; torch_free: with `import torch` made to fail in that process."""
+    prefix = ["-c", NO_TORCH, f"asr.{tool}"] if torch_free else ["-m", f"asr.{tool}"]
+    return subprocess.run([python, *prefix, *args], cwd=cwd, capture_output=True, text=True, env=ENV, timeout=600)
+
+
+def ok(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def rows(out: str, timing: str = "rtf") -> list[dict]:
+    """JSON lines without their compute-time field."""
+    return [{k: v for k, v in json.loads(line).items() if k != timing} for line in out.splitlines()]
+
+
+@pytest.mark.parametrize("decoding", [["--greedy"], []])  # [] = the default beam search with the word LM
+def test_transcribe_onnx_equals_torch_without_torch(decoding):
+    assert len(EXAMPLES) >= 2
+    expected = ok(run_tool("transcribe", *EXAMPLES, "--format", "json", "--backend", "torch", *decoding))
+    got = ok(run_tool("transcribe", *EXAMPLES, "--format", "json", "--backend", "onnx", *decoding, torch_free=True))
+    expected_rows, got_rows = rows(expected), rows(got)
+    assert len(got_rows) == len(EXAMPLES) and all(row["text"] for row in got_rows)
+    assert got_rows == expected_rows  # text, and every word with its times (so the same tokens and frames)
+
+
+def test_stream_onnx_equals_torch_for_every_chunk_size():
+    for chunk_ms in ("500", "130", "10"):
+        args = ("--file", EXAMPLES[-1], "--json", "--chunk-ms", chunk_ms, "--greedy")
+        emitted = {}
+        for backend in ("torch", "onnx"):
+            out = ok(run_tool("stream", *args, "--backend", backend, torch_free=backend == "onnx"))
+            emitted[backend] = rows(out, timing="compute_ms")
+        assert emitted["onnx"] == emitted["torch"], chunk_ms
+        assert any(row["is_final"] and row["text"] for row in emitted["onnx"])
+
+
+@pytest.mark.skipif(not DEV.is_file(), reason="needs ../shared/data/speechocean762")
+def test_evaluate_onnx_equals_torch(tmp_path):
+    args = ("--manifest", str(DEV), "--limit", "4", "--beam", "--streaming", "--chunk-ms", "130")
+    reports = {}
+    for backend in ("torch", "onnx"):
+        ok(run_tool("evaluate", *args, "--backend", backend, "--report", str(tmp_path / backend),
+                    torch_free=backend == "onnx"))
+        reports[backend] = json.loads((tmp_path / backend).read_text())
+    hyps = {backend: [u["hyp"] for u in report["utterances"]] for backend, report in reports.items()}
+    assert len(hyps["onnx"]) == 4 and any(hyps["onnx"]) and hyps["onnx"] == hyps["torch"]
+    for key in ("wer", "cer", "substitutions", "insertions", "deletions"):
+        assert reports["onnx"]["summary"][key] == reports["torch"]["summary"][key]
+
+
+def test_bad_onnx_dir_is_one_error_line(tmp_path):
+    for folder in (tmp_path / "missing", tmp_path):
+        result = run_tool("transcribe", EXAMPLES[0], "--onnx-dir", str(folder), torch_free=True)
+        assert result.returncode == 1
+        assert result.stderr.count("\n") == 1 and str(folder) in result.stderr, result.stderr
+
+
+def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
+    """A fresh venv with `pip install .[onnx]` only (no torch): the shipped examples transcribe to the
+    torch backend's text."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    pip = subprocess.run([python, "-m", "pip", "install", "-q", f"{ROOT}[onnx]"], capture_output=True, text=True,
+                         env={**ENV, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}, timeout=900)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    probe = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
+    assert probe.returncode != 0 and "No module named 'torch'" in probe.stderr  # the training stack is not there
+    audio = [str(ROOT / p) for p in EXAMPLES]
+    got = ok(run_tool("transcribe", *audio, "--backend", "onnx", python=python, cwd=tmp_path))
+    location = subprocess.run([python, "-c", "import asr; print(asr.__file__)"], cwd=tmp_path, capture_output=True, text=True)
+    assert str(venv) in location.stdout  # the installed package ran, not the checkout
+    expected = ok(run_tool("transcribe", *audio, "--backend", "torch", cwd=tmp_path))
+    assert got == expected and len(got.splitlines()) == len(EXAMPLES)
