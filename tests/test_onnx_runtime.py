@@ -95,3 +95,34 @@ def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
     assert str(venv) in location.stdout  # the installed package ran, not the checkout
     expected = ok(run_tool("transcribe", *audio, "--backend", "torch", cwd=tmp_path))
     assert got == expected and len(got.splitlines()) == len(EXAMPLES)
+
+
+def test_serve_onnx_without_torch_gives_the_torch_stream(tmp_path):
+    """asr.serve --backend onnx, with torch unimportable, answers a client as asr.stream (torch) does."""
+    import re
+
+    import numpy as np
+    import soundfile as sf
+    from websockets.sync.client import connect
+
+    wave, rate = sf.read(ROOT / EXAMPLES[-1], dtype="int16")
+    assert rate == 16000
+    pcm = tmp_path / "example.wav"
+    sf.write(pcm, wave, rate, subtype="PCM_16")  # what the client sends is exactly this file
+    expected = rows(ok(run_tool("stream", "--file", str(pcm), "--json", "--greedy", "--backend", "torch")), "compute_ms")
+    server = subprocess.Popen([sys.executable, "-c", NO_TORCH, "asr.serve", "--port", "0", "--backend", "onnx",
+                               "--greedy"], cwd=ROOT, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        line = server.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert match, f"no listening line from asr.serve: {line!r}"
+        with connect(f"ws://127.0.0.1:{match.group(1)}/asr") as ws:
+            for start in range(0, wave.size, 4000):
+                ws.send(np.ascontiguousarray(wave[start:start + 4000]).astype("<i2").tobytes())
+            ws.send(json.dumps({"type": "end"}))
+            events = [json.loads(message) for message in ws]
+    finally:
+        server.terminate()
+        server.wait(20)
+    finals = [e["text"] for e in events if e["is_final"]]
+    assert finals and finals == [e["text"] for e in expected if e["is_final"]]
