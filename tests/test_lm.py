@@ -6,18 +6,18 @@ import math
 from types import SimpleNamespace
 from pathlib import Path
 
+import numpy as np
 import pytest
-import torch
 
-from asr import cli, evaluate
-from asr.tools import tune_lm
-from asr.decoding.beam import BeamConfig, BeamSearch, arpa_words
-from asr.decoding.ctc import greedy_decode, greedy_tokens, word_times
-from asr.endpoint import Segmenter
-from asr.tools import lm
-from asr.tools.lm import build_arpa
+from asr import cli, evaluate, stream, transcribe
+from asr.decoding.beam import BeamConfig, LMError, WordLM, arpa_words
+from asr.decoding.ctc import greedy_decode, word_times
+from asr.decoding.decoder import Decoder
+from asr.endpoint import EndpointConfig, Segmenter
 from asr.pretrained import default_lm_path
 from asr.tokenizer import Tokenizer
+from asr.tools import lm, tune_lm
+from asr.tools.lm import build_arpa
 
 CORPUS = ["THE CAT SAT", "THE CAT RAN", "THE DOG SAT", "A DOG RAN HOME", "THE CAT SAT HOME", "A CAT"]
 
@@ -82,16 +82,20 @@ def test_lm_from_a_manifest_reads_only_the_asked_split(tmp_path: Path) -> None:
     assert set(arpa_words(tmp_path / "lm.arpa")) == {"ONE", "TWO", "NO", "SPLIT"}
 
 
-def emissions(tokenizer: Tokenizer, frames: list[dict[str, float]]) -> torch.Tensor:
+def emissions(tokenizer: Tokenizer, frames: list[dict[str, float]]) -> np.ndarray:
     """(T, V) log-probs: each frame gives its listed units these probabilities, the rest share what is left."""
     units = tokenizer.units()
     rows = []
     for frame in frames:
-        row = torch.full((len(units),), (1 - sum(frame.values())) / (len(units) - len(frame)))
+        row = np.full(len(units), (1 - sum(frame.values())) / (len(units) - len(frame)))
         for unit, p in frame.items():
             row[units.index(unit)] = p
-        rows.append(row.log())
-    return torch.stack(rows)
+        rows.append(np.log(row))
+    return np.stack(rows).astype(np.float32)
+
+
+def beam_decoder(tokenizer: Tokenizer, arpa: Path, **cfg) -> Decoder:
+    return Decoder(tokenizer, WordLM(tokenizer, arpa, BeamConfig(**{"beam_size": 16, "lm_weight": 1.0, **cfg})))
 
 
 SPOKEN = [{"T": 0.9}, {"H": 0.9}, {"E": 0.9}, {"|": 0.9}, {"K": 0.5, "C": 0.4}, {"A": 0.9}, {"T": 0.9},
@@ -105,8 +109,9 @@ def test_beam_search_with_lexicon_corrects_an_acoustic_confusion(tmp_path: Path)
     assert sorted(arpa_words(arpa)) == ["A", "CAT", "DOG", "HOME", "RAN", "SAT", "THE"]
     logprobs = emissions(tokenizer, SPOKEN)
     assert tokenizer.decode(greedy_decode(logprobs)) == "THE KAT"
-    assert BeamSearch(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0))(logprobs) == "THE CAT"
-    assert BeamSearch(tokenizer, arpa)(logprobs[:0]) == ""
+    decoder = beam_decoder(tokenizer, arpa)
+    assert decoder.text(decoder.decode(logprobs)) == "THE CAT"
+    assert decoder.text(decoder.decode(logprobs[:0])) == ""
 
 
 def test_the_last_word_needs_no_separator_after_it(tmp_path: Path) -> None:
@@ -118,10 +123,10 @@ def test_the_last_word_needs_no_separator_after_it(tmp_path: Path) -> None:
     arpa.write_text(build_arpa(CORPUS))
     as_trained = [{"T": 0.9}, {"H": 0.9}, {"E": 0.9}, {"|": 0.9}, {"C": 0.9}, {"A": 0.9}, {"T": 0.9},
                   {"<blank>": 0.9}, {"<blank>": 0.9}]
-    search = BeamSearch(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0))
-    assert search(emissions(tokenizer, as_trained)) == "THE CAT"
-    assert search(emissions(tokenizer, as_trained[:3])) == "THE"  # a one-word utterance
-    tokens = search.tokens(emissions(tokenizer, as_trained))
+    decoder = beam_decoder(tokenizer, arpa)
+    assert decoder.text(decoder.decode(emissions(tokenizer, as_trained))) == "THE CAT"
+    assert decoder.text(decoder.decode(emissions(tokenizer, as_trained[:3]))) == "THE"  # a one-word utterance
+    tokens = decoder.decode(emissions(tokenizer, as_trained))
     assert max(t.frame for t in tokens) <= len(as_trained) - 1  # the appended frame maps to a real one
     assert [w.word for w in word_times(tokens, tokenizer, 0.04)] == ["THE", "CAT"]
 
@@ -147,21 +152,27 @@ def test_evaluate_beam_uses_the_bundled_lm(tmp_path: Path, capsys, speech_wav: P
     assert saved["decoder"] == "beam" and set(saved["utterances"][0]["hyp"].split()) <= set(arpa_words(default_lm_path()))
 
 
-def test_segment_finals_come_from_the_beam_and_partials_stay_greedy(tmp_path: Path) -> None:
+def test_partials_and_finals_come_from_one_incremental_beam_search(tmp_path: Path) -> None:
     tokenizer = Tokenizer("char")
     arpa = tmp_path / "lm.arpa"
     arpa.write_text(build_arpa(CORPUS))
     logprobs = emissions(tokenizer, SPOKEN)
-    beam = BeamSearch(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0))
-    tokens = beam.tokens(logprobs, offset=100)
-    assert tokenizer.decode([t.id for t in tokens]) == "THE CAT"
+    decoder = beam_decoder(tokenizer, arpa)
+    tokens = decoder.decode(logprobs, offset=100)
+    assert decoder.text(tokens) == "THE CAT"
     assert [t.frame for t in tokens if tokenizer.decode([t.id])] == [100, 101, 102, 104, 105, 106]
-    segmenter = Segmenter(SimpleNamespace(frame_seconds=0.04, tokenizer=tokenizer), beam=beam)
-    partial = segmenter.update(greedy_tokens(logprobs)[0], logprobs, logprobs.shape[0], 0.36, 1.0)
-    assert [(e.text, e.is_final) for e in partial] == [("THE KAT", False)]
-    final = segmenter.finish(logprobs.shape[0], 0.36)
+    search = decoder.search()  # fed in pieces: the partial after each piece is the LM's best so far
+    search.push(logprobs[:3])
+    assert decoder.text(search.best()) == "THE"
+    search.push(logprobs[3:])
+    assert decoder.text(search.best()) == "THE CAT"  # the LM has already corrected KAT
+    assert decoder.text(search.final()) == "THE CAT" and search.final() == search.final()
+    segmenter = Segmenter(decoder, 0.04, EndpointConfig(trailing_silence=1.2))
+    partial = segmenter.push(logprobs, 0.36, 1.0)
+    assert [(e.text, e.is_final) for e in partial] == [("THE CAT", False)]
+    [final] = segmenter.finish(0.36)
     assert (final.text, final.is_final) == ("THE CAT", True)
-    assert final.compute_ms > 0  # finish() adds no step compute: this is the beam search's own time
+    assert final.compute_ms > 0  # finish() adds no step compute: this is the search's own time
     assert [(w.word, round(w.start, 2), round(w.end, 2)) for w in final.words] == [("THE", 0.0, 0.12), ("CAT", 0.16, 0.28)]
 
 
@@ -169,14 +180,43 @@ def test_cli_decoder_choice(tmp_path: Path) -> None:
     arpa = tmp_path / "lm.arpa"
     arpa.write_text(build_arpa(CORPUS))
     recognizer = SimpleNamespace(tokenizer=Tokenizer("char"))
-    weights = dict(beam_size=8, lm_weight=1.0, word_score=0.0)
-    # evaluate (no --greedy option): greedy unless --beam or --lm
-    assert cli.load_beam(SimpleNamespace(beam=False, lm=None, model=None, **weights), recognizer) is None
-    assert isinstance(cli.load_beam(SimpleNamespace(beam=False, lm=str(arpa), model="m", **weights), recognizer),
-                      BeamSearch)
-    # stream / transcribe: --greedy wins over everything; a model of your own is greedy unless --lm
-    assert cli.load_beam(SimpleNamespace(greedy=True, beam=False, lm=str(arpa), model=None, **weights), recognizer) is None
-    assert cli.load_beam(SimpleNamespace(greedy=False, beam=False, lm=None, model="m", **weights), recognizer) is None
+    options = dict(beam_size=8, lm_weight=1.0, word_score=0.0, onnx_dir=None)
+
+    def kind(**flags) -> str:
+        return cli.load_decoder(SimpleNamespace(**{"greedy": False, "beam": False, "lm": None, **options, **flags}),
+                                recognizer).kind
+
+    # every tool alike: --greedy wins; a model of your own is greedy unless --lm (or --beam) asks for the LM
+    assert kind(model="m") == "greedy" and kind(model="m", lm=str(arpa)) == "beam"
+    assert kind(model=None, greedy=True) == "greedy"
+    if default_lm_path() is not None:
+        assert kind(model=None) == "beam"  # the bundled model decodes with the bundled LM by default
+    with pytest.raises(ValueError, match="--greedy cannot be combined"):
+        kind(model="m", greedy=True, lm=str(arpa))
+
+
+@pytest.mark.parametrize("content, reason", [(b"# just a README\n", "not an ARPA language model"),
+                                             (b"\x89PNG\r\n\x1a\n\x00\xff\xfe", "not an ARPA language model"),
+                                             (b"\\data\\\nngram 1=2\n\n\\end\\\n", "no unigrams")])
+def test_a_bad_lm_file_is_one_clear_line(tmp_path: Path, capsys, speech_wav: Path, model_path: Path,
+                                        content: bytes, reason: str) -> None:
+    bad = tmp_path / "bad.arpa"
+    bad.write_bytes(content)
+    with pytest.raises(LMError, match=reason):
+        WordLM(Tokenizer("char"), bad)
+    for main, tool in ((transcribe.main, "transcribe"), (stream.main, "stream")):
+        args = [str(speech_wav)] if tool == "transcribe" else ["--file", str(speech_wav)]
+        assert main([*args, "--model", str(model_path), "--lm", str(bad)]) == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"asr.{tool}: error: {bad}: ") and reason in err[0]
+
+
+@pytest.mark.parametrize("size", ["0", "-5"])
+def test_a_non_positive_beam_size_is_refused(size: str, capsys, speech_wav: Path) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        transcribe.main([str(speech_wav), "--beam-size", size])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"argument --beam-size: must be > 0 (got {size})")
 
 
 def test_tune_lm_scores_every_grid_point(tmp_path: Path) -> None:

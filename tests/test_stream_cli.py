@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from asr import stream
 from asr.audio import rechunk
 from asr.decoding.ctc import Token
+from asr.decoding.decoder import Decoder
 from asr.endpoint import EndpointConfig, Segmenter, emissions, end_frame
 from asr.recognizer import Recognizer, StreamState
 from asr.tokenizer import Tokenizer
@@ -22,51 +22,50 @@ from conftest import tone, write
 
 FRAME = 640  # samples per encoder frame (40 ms)
 CHAR = {c: i for i, c in enumerate(["<blank>", "<unk>", "|", "'"] + [chr(c) for c in range(65, 91)])}
+SLOW = EndpointConfig(trailing_silence=1.2)  # the scripts below are written for 1.2 s of trailing silence
+
+
+def one_hot(ids: np.ndarray) -> np.ndarray:
+    """(T,) token ids -> (T, 30) log-probs that make each frame's id certain."""
+    logprobs = np.full((len(ids), len(CHAR)), -20.0, np.float32)
+    logprobs[np.arange(len(ids)), ids] = 0.0
+    return logprobs
 
 
 class ScriptedRecognizer(Recognizer):
     """Stands in for a model (Recognizer's own `stream` loop is kept): every 640 samples are one
-    frame whose first sample is the token id (0 = blank), decoded greedily like CTC. Lets tests
+    frame whose first sample is the token id (0 = blank), made certain in the log-probs. Lets tests
     place tokens exactly."""
 
     frame_seconds = 0.04
     tokenizer = Tokenizer("char")
 
     def __init__(self) -> None:
-        pass
+        self.tail = np.zeros(5 * FRAME, np.float32)  # 5 blank frames = 0.2 s of silence unless a test sets it
 
     def initial_state(self) -> StreamState:
-        return StreamState(pending=torch.zeros(0), encoder=None)
+        return StreamState(pending=np.zeros(0, np.float32), model=None)
 
-    def step(self, samples: torch.Tensor, state: StreamState) -> tuple[torch.Tensor, StreamState]:
-        buffer = torch.cat([state.pending, samples])
-        count = buffer.numel() // FRAME
-        tokens, last = [], state.last_id
-        for i in range(count):
-            token = int(buffer[i * FRAME])
-            if token and token != last:
-                tokens.append(Token(token, state.frames + i))
-            last = token
-        return torch.zeros(count, 30), replace(state, pending=buffer[count * FRAME:], last_id=last,
-                                               frames=state.frames + count, tokens=state.tokens + tokens)
+    def step(self, samples: np.ndarray, state: StreamState) -> tuple[np.ndarray, StreamState]:
+        buffer = np.concatenate([state.pending, samples])
+        count = buffer.size // FRAME
+        logprobs = one_hot(buffer[:count * FRAME:FRAME].astype(int))
+        return logprobs, replace(state, pending=buffer[count * FRAME:], frames=state.frames + count)
 
-    def finish(self, state: StreamState) -> tuple[torch.Tensor, StreamState]:
-        """End of input: the tail is `self.tail` (5 blank frames = 0.2 s of silence unless a test sets it)."""
+    def finish(self, state: StreamState) -> tuple[np.ndarray, StreamState]:
         return self.step(self.tail, state)
 
-    tail = torch.zeros(5 * FRAME)
 
-
-def script(*parts: tuple[str, float]) -> torch.Tensor:
+def script(*parts: tuple[str, float]) -> np.ndarray:
     """('HI', 1.0) = the letters of HI (one frame each, '|' for space) then 1.0 s of blank frames."""
     frames = []
     for text, silence in parts:
         frames += [CHAR[c] for c in text.replace(" ", "|")] + [0] * round(silence / 0.04)
-    return torch.tensor(frames, dtype=torch.float32).repeat_interleave(FRAME)
+    return np.repeat(np.array(frames, dtype=np.float32), FRAME)
 
 
-def run(wave: torch.Tensor, chunk: int = 8000) -> list:
-    return list(emissions(ScriptedRecognizer(), rechunk([wave], chunk)))
+def run(wave: np.ndarray, chunk: int = 8000, cfg: EndpointConfig = SLOW) -> list:
+    return list(emissions(ScriptedRecognizer(), rechunk([wave], chunk), cfg=cfg))
 
 
 def finals(emitted: list) -> list[tuple[int, str, float]]:
@@ -74,7 +73,7 @@ def finals(emitted: list) -> list[tuple[int, str, float]]:
 
 
 def test_end_frame_rules() -> None:
-    cfg, fs = EndpointConfig(), 0.04
+    cfg, fs = SLOW, 0.04
     assert end_frame([], 0, 59, cfg, fs) is None
     assert end_frame([], 10, 100, cfg, fs) == 70  # 2.4 s with nothing decoded
     assert end_frame([Token(5, 3)], 0, 33, cfg, fs) is None
@@ -82,6 +81,10 @@ def test_end_frame_rules() -> None:
     assert end_frame([Token(5, 3), Token(6, 40)], 0, 100, cfg, fs) == 34  # the later token opens a new segment
     busy = [Token(5 + i % 2, i * 10) for i in range(60)]  # a token every 0.4 s
     assert end_frame(busy, 0, 600, cfg, fs) == 500  # 20 s maximum
+    assert end_frame([Token(5, 3)], 0, 100, EndpointConfig(trailing_silence=0.4), fs) == 14  # the default 0.4 s
+    at_least_2s = EndpointConfig(trailing_silence=0.4, min_segment=2.0)
+    assert end_frame([Token(5, 3)], 0, 100, at_least_2s, fs) == 50  # not before the segment is 2 s long
+    assert end_frame([Token(5, 3), Token(6, 30)], 0, 100, at_least_2s, fs) == 50
 
 
 def test_segments_close_after_silence_and_at_end() -> None:
@@ -95,7 +98,7 @@ def test_segments_close_after_silence_and_at_end() -> None:
 def test_what_the_tail_flushes_ends_the_last_final() -> None:
     recognizer = ScriptedRecognizer()
     recognizer.tail = script(("S", 0.16))  # a letter the model only emits after the audio has ended
-    emitted = list(emissions(recognizer, rechunk([script(("YE", 0.0))], 8000)))
+    emitted = list(emissions(recognizer, rechunk([script(("YE", 0.0))], 8000), cfg=SLOW))
     assert finals(emitted) == [(0, "YES", 0.08)]  # the segment ends with the audio, not in the tail
     assert "".join(e.new for e in emitted) == "YES"  # the final's `new` carries what the tail added
 
@@ -130,18 +133,19 @@ def test_segments_do_not_depend_on_chunk_size() -> None:
 
 
 def test_segmenter_keeps_only_the_open_segment() -> None:
-    segmenter = Segmenter(ScriptedRecognizer())
+    segmenter = Segmenter(Decoder(Tokenizer("char")), 0.04, SLOW)
+    chunk = one_hot(np.array([CHAR["A"]] + [0] * 49))  # one token, then 1.96 s of blank
     for n in range(200):  # 200 segments of one token each, 2 s apart
-        segmenter.update([Token(CHAR["A"], n * 50)], torch.zeros(50, 30), n * 50 + 1, n * 2.0, 0.0)
-    assert len(segmenter.tokens) <= 1 and segmenter.index == 199
+        segmenter.push(chunk, (n + 1) * 2.0)
+    assert len(segmenter.tokens) <= 1 and segmenter.index == 200 and segmenter.search.best() == []
 
 
 def test_rechunk_gives_exact_sizes_and_limit() -> None:
-    pieces = [torch.arange(n, dtype=torch.float32) for n in (3, 10, 1, 7)]
+    pieces = [np.arange(n, dtype=np.float32) for n in (3, 10, 1, 7)]
     chunks = list(rechunk(pieces, 4))
-    assert [c.numel() for c in chunks] == [4, 4, 4, 4, 4, 1]
-    assert torch.equal(torch.cat(chunks), torch.cat(pieces))
-    assert sum(c.numel() for c in rechunk(pieces, 4, max_samples=9)) == 9
+    assert [c.size for c in chunks] == [4, 4, 4, 4, 4, 1]
+    assert np.array_equal(np.concatenate(chunks), np.concatenate(pieces))
+    assert sum(c.size for c in rechunk(pieces, 4, max_samples=9)) == 9
 
 
 def test_line_display_redraws_on_a_tty_and_prints_finals_otherwise() -> None:
@@ -173,11 +177,23 @@ def test_stream_file_plain_lines_match_json_finals(model_path: Path, speech_wav:
     assert capsys.readouterr().out.splitlines() == [o["text"] for o in objects if o["is_final"]]
 
 
-def test_realtime_paces_like_a_microphone(model_path: Path, tmp_path: Path, capsys) -> None:
-    audio = write(tmp_path / "b.wav", np.zeros(16000, dtype=np.float32))
+def test_realtime_paces_each_chunk_like_a_microphone(model_path: Path, tmp_path: Path, capsys) -> None:
+    audio = write(tmp_path / "b.wav", np.zeros(32000, dtype=np.float32))
     began = time.monotonic()
-    assert stream.main(["--file", str(audio), "--model", str(model_path), "--realtime", "--json"]) == 0
-    assert time.monotonic() - began >= 0.95
+    assert stream.main(["--file", str(audio), "--model", str(model_path), "--realtime", "--json", "--greedy"]) == 0
+    partials = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert time.monotonic() - began >= 1.95
+    assert [p["time"] for p in partials if not p["is_final"]] == [0.5, 1.0, 1.5, 2.0]
+
+
+def test_realtime_releases_chunks_at_their_time(monkeypatch) -> None:
+    """--realtime paces the 500 ms chunks themselves, not the file reader's 4 s blocks."""
+    released = []
+    clock = iter(float(i) for i in range(100))
+    monkeypatch.setattr(stream.time, "monotonic", lambda: next(clock) * 0.0)
+    monkeypatch.setattr(stream.time, "sleep", lambda s: released.append(round(s, 3)))
+    list(stream.paced(rechunk([np.zeros(65536, np.float32)], 8000)))
+    assert released[:3] == [0.5, 1.0, 1.5] and len(released) == 9
 
 
 def test_stream_errors_are_one_line(model_path: Path, tmp_path: Path, capsys) -> None:
@@ -190,16 +206,12 @@ def test_stream_errors_are_one_line(model_path: Path, tmp_path: Path, capsys) ->
     assert exit_info.value.code == 2
 
 
-def test_recognizer_stream_ends_with_the_tail_and_can_drop_tokens() -> None:
-    """`Recognizer.stream`, the loop under every entry point: one step per chunk, then the tail;
-    with keep_tokens=False each step's state holds just that step's tokens, and together they are all."""
+def test_recognizer_stream_ends_with_the_tail() -> None:
+    """`Recognizer.stream`, the loop under every entry point: one step per chunk, then the tail."""
     recognizer, wave = ScriptedRecognizer(), script(("HI YO", 0.2))
     recognizer.tail = script(("U", 0.1))  # a tail that emits a letter shows where it lands
-    kept = list(recognizer.stream(rechunk([wave], 3000)))
-    dropped = list(recognizer.stream(rechunk([wave], 3000), keep_tokens=False))
-    assert [s.tail for s in kept] == [False] * (len(kept) - 1) + [True]
-    assert [s.heard for s in kept] == [min(3000 * (i + 1), wave.numel()) for i in range(len(kept) - 1)] + [wave.numel()]
-    tokens = kept[-1].state.tokens
-    assert recognizer.tokenizer.decode([t.id for t in tokens]) == "HI YOU"
-    assert sum((s.state.tokens for s in dropped), []) == tokens
-    assert dropped[-1].state.tokens == tokens[-1:]  # the tail's "U"
+    steps = list(recognizer.stream(rechunk([wave], 3000)))
+    assert [s.tail for s in steps] == [False] * (len(steps) - 1) + [True]
+    assert [s.heard for s in steps] == [min(3000 * (i + 1), wave.size) for i in range(len(steps) - 1)] + [wave.size]
+    decoder = Decoder(recognizer.tokenizer)
+    assert decoder.text(decoder.decode(np.concatenate([s.logprobs for s in steps]))) == "HI YOU"

@@ -8,7 +8,8 @@ search over it, fed chunk by chunk:
     lm = WordLM(tokenizer, "lm.arpa", BeamConfig())
     search = lm.search(offset=0)
     search.push(logprobs)          # (T, V) log-probs of the next frames
-    search.best()                  # the best hypothesis so far, as tokens (a partial result)
+    search.best()                  # a partial result: the best hypothesis's finished words, then
+                                   #   the greedy letters of the word still being spoken
     search.final()                 # end of segment: the best complete hypothesis
 
 A character model is trained to put the separator only *between* words, so `final` first feeds
@@ -23,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from flashlight.lib.text.decoder import (CriterionType, KenLM, LexiconDecoder, LexiconDecoderOptions,
-                                         SmearingMode, Trie)
+from flashlight.lib.text.decoder import CriterionType, LexiconDecoder, LexiconDecoderOptions, SmearingMode, Trie
+from flashlight.lib.text.decoder.kenlm import KenLM
 from flashlight.lib.text.dictionary import Dictionary, create_word_dict
 
-from asr.decoding.ctc import Token
+from asr.decoding.ctc import GreedySearch, Token
 from asr.tokenizer import BLANK, Tokenizer
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"  # the ARPA format's sentence marks and unknown word
@@ -143,6 +144,7 @@ class BeamSearch:
         self.decoder = LexiconDecoder(lm.options, lm.trie, lm.lm, lm.silence, BLANK,
                                       lm.words.get_index(UNK), [], False)
         self.decoder.decode_begin()
+        self.greedy = GreedySearch(offset)  # the letters after the search's last finished word
         self.done: list[Token] | None = None
 
     def push(self, logprobs: np.ndarray) -> None:
@@ -150,17 +152,22 @@ class BeamSearch:
         if self.done is not None:
             raise RuntimeError("push after final")
         logprobs = np.ascontiguousarray(logprobs, dtype=np.float32)
+        self.greedy.push(logprobs)
         if logprobs.shape[0]:
             self.decoder.decode_step(logprobs.ctypes.data, logprobs.shape[0], logprobs.shape[1])
             self.frames += logprobs.shape[0]
 
     def best(self) -> list[Token]:
-        """The best hypothesis over the frames so far (its last word may be unfinished)."""
+        """A partial result: the words of the best hypothesis up to its last finished word (flashlight
+        reports a hypothesis only up to there), then the greedy tokens of the frames after it."""
         if self.done is not None:
             return self.done
         if self.frames == 0:
             return []
-        return self._tokens(self.decoder.get_best_hypothesis().tokens)
+        path = self.decoder.get_best_hypothesis().tokens  # steps 0 .. L-1 = frames up to L-2
+        words = self._tokens(path)
+        after = self.offset + len(path) - 1
+        return words + [t for t in self.greedy.tokens if t.frame >= after]
 
     def final(self) -> list[Token]:
         """End of segment: the best hypothesis that ends on a whole word. Later calls return the same."""

@@ -36,6 +36,24 @@ def greedy_tokens(logprobs: np.ndarray, previous: int = BLANK, offset: int = 0) 
     return tokens, previous
 
 
+class GreedySearch:
+    """Best-path CTC, carried across chunks (a token spanning a chunk boundary is emitted once)."""
+
+    def __init__(self, offset: int = 0):
+        self.frames, self.previous, self.tokens = offset, BLANK, []
+
+    def push(self, logprobs: np.ndarray) -> None:
+        new, self.previous = greedy_tokens(logprobs, self.previous, self.frames)
+        self.tokens.extend(new)
+        self.frames += logprobs.shape[0]
+
+    def best(self) -> list[Token]:
+        return list(self.tokens)
+
+    def final(self) -> list[Token]:
+        return list(self.tokens)
+
+
 def greedy_decode(logprobs: np.ndarray) -> list[int]:
     """(T, V) -> token ids."""
     return [t.id for t in greedy_tokens(logprobs)[0]]

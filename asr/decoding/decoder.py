@@ -18,9 +18,9 @@ from typing import Protocol
 import numpy as np
 
 from asr.decoding.beam import BeamConfig, LMError, WordLM
-from asr.decoding.ctc import Token, Word, greedy_tokens, word_times
+from asr.decoding.ctc import GreedySearch, Token, Word, word_times
 from asr.pretrained import default_lm_path
-from asr.tokenizer import BLANK, Tokenizer
+from asr.tokenizer import Tokenizer
 
 
 class Search(Protocol):
@@ -32,24 +32,6 @@ class Search(Protocol):
 
     def final(self) -> list[Token]:
         """The finished segment's result."""
-
-
-class GreedySearch:
-    """Best-path CTC, carried across chunks (a token spanning a chunk boundary is emitted once)."""
-
-    def __init__(self, offset: int = 0):
-        self.frames, self.previous, self.tokens = offset, BLANK, []
-
-    def push(self, logprobs: np.ndarray) -> None:
-        new, self.previous = greedy_tokens(logprobs, self.previous, self.frames)
-        self.tokens.extend(new)
-        self.frames += logprobs.shape[0]
-
-    def best(self) -> list[Token]:
-        return list(self.tokens)
-
-    def final(self) -> list[Token]:
-        return list(self.tokens)
 
 
 class Decoder:

@@ -2,10 +2,7 @@
 import hydra
 from omegaconf import DictConfig
 
-from asr.training.config import register_configs
 from asr.training.train import train
-
-register_configs()
 
 
 @hydra.main(config_path="../../conf", config_name="train", version_base="1.3")

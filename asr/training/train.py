@@ -16,7 +16,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 
-from asr.training.config import OptimConfig, TrainConfig
+from asr.training.config import OptimConfig, TrainConfig, register_configs
 from asr.training.module import CTCModule
 from asr.training.data import SpeechDataModule, SpeechDataset, load_sources
 from asr.model.config import EncoderConfig
@@ -25,6 +25,7 @@ from asr.text import normalize
 from asr.tokenizer import Tokenizer
 
 log = logging.getLogger("asr.training.train")
+register_configs()  # the structured schema that conf/train.yaml composes on
 
 
 def estimate_cmvn(dataset: SpeechDataset, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
