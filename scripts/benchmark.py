@@ -24,14 +24,14 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the `bench` helper package beside this file
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
 from asr.audio import SAMPLE_RATE  # noqa: E402
-from asr.decoding.beam import BeamSearch  # noqa: E402
+from asr.decoding.decoder import Decoder  # noqa: E402
 from asr.tools.bench_attention import chunk_speed, describe, scaling  # noqa: E402
 from asr.recognizer import Recognizer  # noqa: E402
-from asr.cli import load_recognizer  # noqa: E402
 from asr.pretrained import default_lm_path  # noqa: E402
 from bench import ours, peers  # noqa: E402
 from bench.data import ROOT, SETS, Clip, EvalSet, load_set, write_wavs  # noqa: E402
@@ -81,18 +81,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def measure_set(recognizer: Recognizer, clips: list[Clip], chunk: int, endpoint_limit: int,
-                beam: BeamSearch | None) -> tuple[dict, ours.StreamResult, list[float], int]:
+                beam: Decoder | None) -> tuple[dict, ours.StreamResult, ours.StreamResult, list[float], int]:
     """Our model on one set: offline (greedy, and beam with the word LM) and streaming accuracy,
-    chunk compute, word and endpoint delays."""
-    offline = ours.run_offline(recognizer, clips)
-    stream = ours.run_streaming(recognizer, clips, chunk)
-    delays, not_fired = ours.endpoint_delays(recognizer, clips[:endpoint_limit], chunk, beam=beam)
+    chunk compute, word and endpoint delays, the streaming ones with the default decoder (`beam`
+    where there is a word LM, as asr.stream runs)."""
+    greedy = Decoder(recognizer.tokenizer)
+    offline = ours.run_offline(recognizer, greedy, clips)
+    stream = ours.run_streaming(recognizer, greedy, clips, chunk)
+    delays, not_fired = ours.endpoint_delays(recognizer, beam or greedy, clips[:endpoint_limit], chunk)
     row = {"utts": len(clips), "offline": ours.summary(offline), "streaming": ours.summary(stream.results, stream.chunk_ms),
            "chunk_ms": ours.percentiles(stream.chunk_ms), "word_delay_s": ours.percentiles(stream.word_delay_s),
            "endpoint_s": ours.endpoint_stats(delays, not_fired)}
+    default = stream  # what asr.stream runs: the latency figures
     if beam:
-        row["beam"] = ours.summary(ours.run_offline(recognizer, clips, beam))
-    return row, stream, delays, not_fired
+        row["beam"] = ours.summary(ours.run_offline(recognizer, beam, clips))
+        default = ours.run_streaming(recognizer, beam, clips, chunk)
+        row["beam_streaming"] = ours.summary(default.results, default.chunk_ms)
+        row["chunk_ms"], row["word_delay_s"] = ours.percentiles(default.chunk_ms), ours.percentiles(default.word_delay_s)
+    return row, stream, default, delays, not_fired
 
 
 def compare_peer(args: argparse.Namespace, run: peers.PeerRun, set_name: str, clips: list[Clip],
@@ -148,7 +154,7 @@ def run_peers(args: argparse.Namespace, prepared: list[tuple[str, list[Clip], Pa
 
 
 def presets(recognizer: Recognizer, seconds: float) -> list[dict]:
-    cfg, rows = recognizer.encoder.cfg, []
+    cfg, rows = recognizer.model.cfg, []
     for path in sorted((ROOT / "conf" / "attention").glob("*.yaml")):
         preset = OmegaConf.to_container(OmegaConf.load(path))
         speed = chunk_speed(preset.get("window"), preset.get("n_heads", 4), seconds, base=cfg)
@@ -201,7 +207,7 @@ def score_saved_peers(folder: Path) -> int:
     print("| peer | set | utts | audio (min) | WER % | CER % |\n|---|---|---:|---:|---:|---:|")
     for path in sorted(folder.glob("*/*.jsonl")):
         rows = peers.load_cache(path).values()
-        clips = [Clip(r["name"], r["ref"], torch.zeros(round(r["duration"] * SAMPLE_RATE))) for r in rows]
+        clips = [Clip(r["name"], r["ref"], np.zeros(round(r["duration"] * SAMPLE_RATE), np.float32)) for r in rows]
         s = ours.summary([ours.scored(c, r["hyp"], 0.0) for c, r in zip(clips, rows)])
         print(f"| {path.parent.name} | {path.stem} | {s['utts']} | {s['audio_seconds'] / 60:.1f} | "
               f"{s['wer'] * 100:.2f} | {s['cer'] * 100:.2f} |")
@@ -213,10 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.score_peers:
         return score_saved_peers(args.peer_cache)
     began = time.perf_counter()
-    torch.set_num_threads(1)
-    recognizer = load_recognizer("benchmark", args.model)
+    recognizer = Recognizer.load(args.model, threads=1)
     lm = args.lm or (default_lm_path() if not args.model else None)
-    beam = BeamSearch(recognizer.tokenizer, lm) if lm and (args.lm or not args.smoke) else None
+    beam = Decoder.load(recognizer.tokenizer, lm) if lm and (args.lm or not args.smoke) else None
     chunk = round(args.chunk_ms * SAMPLE_RATE / 1000)
     args.out.mkdir(parents=True, exist_ok=True)
     if str(args.peer_cache) == "none":
@@ -234,10 +239,10 @@ def main(argv: list[str] | None = None) -> int:
                 results["skipped_sets"].append({"name": eval_set.name, "reason": reason or "no utterances"})
                 continue
             log(f"{eval_set.name}: {len(clips)} utterances")
-            row, stream, delays, not_fired = measure_set(recognizer, clips, chunk, args.endpoint_limit, beam)
+            row, stream, default, delays, not_fired = measure_set(recognizer, clips, chunk, args.endpoint_limit, beam)
             results["sets"].append({"name": eval_set.name, "note": eval_set.note, **row})
-            chunk_all += stream.chunk_ms
-            words_all += stream.word_delay_s
+            chunk_all += default.chunk_ms
+            words_all += default.word_delay_s
             speed_clips = speed_clips or clips
             prepared.append((eval_set.name, clips, write_wavs(clips, work / eval_set.name), stream))
             endpoint_all += delays
@@ -255,18 +260,24 @@ def main(argv: list[str] | None = None) -> int:
         log("speed")
         threads = sorted({1, os.cpu_count() or 1, 2} & set(range(1, (os.cpu_count() or 1) + 1)))
         batch_manifest = write_wavs(selected, work / "batch")
-        results["speed"] = {"clips": len(selected), "threads": ours.thread_rtf(recognizer, selected, chunk, threads),
+        results["speed"] = {"clips": len(selected), "threads": ours.thread_rtf(recognizer, beam or Decoder(recognizer.tokenizer), selected, chunk, threads),
                             "batch": ours.batch_throughput(args.model, batch_manifest, total, len(selected), max(threads))}
     results["latency"] = {"chunk_ms": ours.percentiles(chunk_all), "word_delay_s": ours.percentiles(words_all),
                           "endpoint_s": ours.endpoint_stats(endpoint_all, not_fired_all), "chunk_ms_all": chunk_all, "word_delay_s_all": words_all}
     log("memory")
     results["memory"] = memory_runs(args)
     log("scaling")
-    results["scaling"] = [{**asdict(m), "rtf": m.rtf} for m in scaling(args.scaling_minutes, cfg=recognizer.encoder.cfg)]
+    results["scaling"] = [{**asdict(m), "rtf": m.rtf} for m in scaling(args.scaling_minutes, cfg=recognizer.model.cfg)]
     log("attention presets")
     results["presets"] = presets(recognizer, args.preset_seconds)
     first = results["sets"][0]
     results["default_preset_wer"] = {"set": first["name"], "wer": first["streaming"]["wer"]}
+    # --- ONNX deployment rows (issue 21): scripts/bench/onnx.py measures them and writes OUT/onnx.md + onnx.json ---
+    if not args.smoke:
+        from bench import onnx as onnx_bench
+        log("onnx: torch vs ONNX fp32 vs ONNX int8")
+        results["onnx"] = onnx_bench.run(limit=args.limit, out=args.out)
+    # --- end of the ONNX rows ---
     results["targets"] = targets(results)
     results["meta"] = {"command": "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
                        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
@@ -274,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
                        "untrained": bool(recognizer.info.get("untrained")), "limit": args.limit, "smoke": args.smoke,
                        "chunk_ms": args.chunk_ms, "peer_limit": args.peer_limit, "rerun_limit": args.rerun_limit,
                        "endpoint_limit": args.endpoint_limit, "preset_seconds": args.preset_seconds,
-                       "d_model": recognizer.encoder.cfg.d_model, "n_layers": recognizer.encoder.cfg.n_layers,
-                       "architecture": describe(recognizer.encoder.cfg),
+                       "d_model": recognizer.model.cfg.d_model, "n_layers": recognizer.model.cfg.n_layers,
+                       "architecture": describe(recognizer.model.cfg),
                        "set_notes": [f"{s.name} ({s.note or s.manifest})" for s in sets], "elapsed_min": (time.perf_counter() - began) / 60}
     plots, note = make_plots(results, args.out)
     (args.out / "RESULTS.md").write_text(render(results, plots, note))

@@ -103,14 +103,16 @@ def test_benchmark_stream_loop_equals_whole_utterance_on_trimmed_digits() -> Non
     from bench.ours import stream_clip
 
     from asr.audio import load_audio
+    from asr.decoding.decoder import Decoder
     from asr.evaluate import recognize
     from asr.manifest import read_manifest
     from asr.recognizer import Recognizer
 
     recognizer = Recognizer.load()
+    greedy = Decoder(recognizer.tokenizer)
     for utt in read_manifest(FSDD, "test")[:120]:
         wave = load_audio(utt.audio)
-        assert stream_clip(recognizer, wave, 8000)[0] == recognize(recognizer, wave, None)[0], utt.audio
+        assert stream_clip(recognizer, greedy, wave, 8000)[0] == recognize(recognizer, wave, None, greedy)[0], utt.audio
 
 
 def test_a_peer_is_run_in_workers_of_bounded_size(tmp_path: Path, monkeypatch) -> None:

@@ -8,7 +8,6 @@ from typing import Iterator
 
 import numpy as np
 import soundfile as sf
-import torch
 
 from asr.audio import SAMPLE_RATE, AudioError, load_audio
 from asr.manifest import Utterance, read_manifest
@@ -38,11 +37,11 @@ class Clip:
 
     name: str  # file path relative to the manifest folder
     text: str
-    wave: torch.Tensor
+    wave: np.ndarray
 
     @property
     def seconds(self) -> float:
-        return self.wave.numel() / SAMPLE_RATE
+        return self.wave.size / SAMPLE_RATE
 
 
 def load_set(eval_set: EvalSet, limit: int | None) -> tuple[list[Clip], str]:
@@ -68,24 +67,24 @@ def write_wavs(clips: list[Clip], folder: Path) -> Path:
     rows = []
     for index, clip in enumerate(clips):
         path = folder / f"{index:05d}.wav"
-        sf.write(str(path), clip.wave.numpy(), SAMPLE_RATE, subtype="FLOAT")
+        sf.write(str(path), clip.wave, SAMPLE_RATE, subtype="FLOAT")
         rows.append({"audio": str(path.resolve()), "text": clip.text, "name": clip.name})
     manifest = folder / "manifest.jsonl"
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return manifest
 
 
-def looped_chunks(clips: list[Clip], seconds: float, chunk_samples: int) -> Iterator[torch.Tensor]:
+def looped_chunks(clips: list[Clip], seconds: float, chunk_samples: int) -> Iterator[np.ndarray]:
     """`seconds` of audio made by cycling through the clips (with 0.3 s of faint noise between
     them), cut into chunks of `chunk_samples`; generated on the fly so memory stays constant."""
     total = round(seconds * SAMPLE_RATE)
     rng = np.random.default_rng(0)
-    gap = torch.from_numpy((1e-3 * rng.standard_normal(int(0.3 * SAMPLE_RATE))).astype(np.float32))
-    buffer, emitted, index = torch.zeros(0), 0, 0
+    gap = (1e-3 * rng.standard_normal(int(0.3 * SAMPLE_RATE))).astype(np.float32)
+    buffer, emitted, index = np.zeros(0, np.float32), 0, 0
     while emitted < total:
-        while buffer.numel() < chunk_samples:
-            buffer = torch.cat([buffer, clips[index % len(clips)].wave, gap])
+        while buffer.size < chunk_samples:
+            buffer = np.concatenate([buffer, clips[index % len(clips)].wave, gap])
             index += 1
         size = min(chunk_samples, total - emitted)
-        yield buffer[:size].clone()
+        yield buffer[:size].copy()
         buffer, emitted = buffer[size:], emitted + size

@@ -12,10 +12,11 @@ import numpy as np
 import torch
 
 from asr.audio import SAMPLE_RATE, rechunk
+from asr.decoding.decoder import Decoder
 from asr.endpoint import emissions
-from asr.evaluate import UttResult, recognize, score, summarize
-from asr.decoding.beam import BeamSearch
+from asr.evaluate import recognize, summarize
 from asr.recognizer import Recognizer
+from asr.scoring import UttResult, score
 from asr.text import normalize
 
 from bench.data import Clip
@@ -43,44 +44,51 @@ class StreamResult:
     word_delay_s: list[float] = field(default_factory=list)  # word end in the audio -> word shown
 
 
-def stream_clip(recognizer: Recognizer, wave: torch.Tensor, chunk: int) -> tuple[str, list[float], list[float]]:
-    """Stream one waveform: (text, per-chunk compute ms, per-word delay s).
+def stream_clip(recognizer: Recognizer, decoder: Decoder, wave: np.ndarray,
+                chunk: int) -> tuple[str, list[float], list[float]]:
+    """Stream one waveform as asr.stream does: (final text, per-chunk compute ms, per-word delay s).
 
-    A word's delay is the time from its end in the audio (its last token's frame, from the word
-    times) until it is on screen: the end of the chunk whose step emitted that token, as a live
+    A chunk's compute is the model's step plus the decoder's: feeding the search and reading the
+    partial. A word's delay is the time from its end in the audio (its last token's frame, from the
+    word times) until it is on screen: the end of the chunk whose step produced that frame, as a live
     microphone would deliver it, plus that step's compute time."""
-    frames_after, ready_s, times = [], [], []
+    frames_after, ready_s, times, search = [], [], [], decoder.search()
     for step in recognizer.stream(rechunk([wave], chunk)):
-        frames_after.append(step.state.frames)
-        ready_s.append(step.heard / SAMPLE_RATE + step.compute_ms / 1000)  # the tail: when the audio ended
+        began = time.perf_counter()
+        search.push(step.logprobs)
         if not step.tail:
-            times.append(step.compute_ms)
-    state, duration = step.state, wave.numel() / SAMPLE_RATE
+            decoder.text(search.best())
+        compute_ms = step.compute_ms + (time.perf_counter() - began) * 1000
+        frames_after.append(step.state.frames)
+        ready_s.append(step.heard / SAMPLE_RATE + compute_ms / 1000)  # the tail: when the audio ended
+        if not step.tail:
+            times.append(compute_ms)
+    tokens, duration = search.final(), wave.size / SAMPLE_RATE
     fs = recognizer.frame_seconds
     delays = []
-    for word in recognizer.words(state):
+    for word in decoder.words(tokens, fs):
         last_frame = round(word.end / fs) - 1
         k = next(i for i, frames in enumerate(frames_after) if frames > last_frame)
         delays.append(ready_s[k] - min(word.end, duration))  # a word the tail flushed ended with the audio
-    return recognizer.text(state), times, delays
+    return decoder.text(tokens), times, delays
 
 
-def run_streaming(recognizer: Recognizer, clips: list[Clip], chunk: int) -> StreamResult:
+def run_streaming(recognizer: Recognizer, decoder: Decoder, clips: list[Clip], chunk: int) -> StreamResult:
     out = StreamResult()
     for clip in clips:
         began = time.perf_counter()
-        text, times, delays = stream_clip(recognizer, clip.wave, chunk)
+        text, times, delays = stream_clip(recognizer, decoder, clip.wave, chunk)
         out.results.append(scored(clip, text, time.perf_counter() - began))
         out.chunk_ms.extend(times)
         out.word_delay_s.extend(delays)
     return out
 
 
-def run_offline(recognizer: Recognizer, clips: list[Clip], beam: BeamSearch | None = None) -> list[UttResult]:
+def run_offline(recognizer: Recognizer, decoder: Decoder, clips: list[Clip]) -> list[UttResult]:
     results = []
     for clip in clips:
         began = time.perf_counter()
-        text, _ = recognize(recognizer, clip.wave, None, beam)
+        text, _ = recognize(recognizer, clip.wave, None, decoder)
         results.append(scored(clip, text, time.perf_counter() - began))
     return results
 
@@ -92,23 +100,22 @@ def endpoint_stats(delays: list[float], not_fired: int) -> dict:
     return {**percentiles(delays), "not_endpointed": not_fired, "pad_s": PAD_S}
 
 
-def endpoint_delays(recognizer: Recognizer, clips: list[Clip], chunk: int, pad_s: float = PAD_S,
-                    beam: BeamSearch | None = None) -> tuple[list[float], int]:
+def endpoint_delays(recognizer: Recognizer, decoder: Decoder, clips: list[Clip], chunk: int,
+                    pad_s: float = PAD_S) -> tuple[list[float], int]:
     """End of speech -> final result through the real emission loop (asr.endpoint.emissions).
 
     Each clip is followed by `pad_s` of faint noise, as a live stream would continue; the delay is
     from the end of the segment's last word (word times) to the moment its final emission is
-    ready (the chunk's delivery time plus its compute, which includes the final's beam search when
-    `beam` is given, as asr.stream runs by default). Returns the delays (s) and the number of
+    ready (the chunk's delivery time plus its compute, model and decoder together, as asr.stream
+    runs). Returns the delays (s) and the number of
     utterances whose last segment was only closed by the end of the input (the endpointer never fired)."""
     rng = np.random.default_rng(0)
     delays, not_fired = [], 0
     for clip in clips:
-        pad = torch.from_numpy((1e-3 * rng.standard_normal(round(pad_s * SAMPLE_RATE))).astype(np.float32))
-        wave = torch.cat([clip.wave, pad])
-        total = wave.numel() / SAMPLE_RATE
-        chunks = (wave[s:s + chunk] for s in range(0, wave.numel(), chunk))
-        finals = [e for e in emissions(recognizer, chunks, beam=beam) if e.is_final and e.words]
+        pad = (1e-3 * rng.standard_normal(round(pad_s * SAMPLE_RATE))).astype(np.float32)
+        wave = np.concatenate([clip.wave, pad])
+        total = wave.size / SAMPLE_RATE
+        finals = [e for e in emissions(recognizer, rechunk([wave], chunk), decoder) if e.is_final and e.words]
         if not finals:
             continue
         last = finals[-1]
@@ -119,20 +126,20 @@ def endpoint_delays(recognizer: Recognizer, clips: list[Clip], chunk: int, pad_s
     return delays, not_fired
 
 
-def thread_rtf(recognizer: Recognizer, clips: list[Clip], chunk: int, threads: list[int]) -> list[dict]:
+def thread_rtf(recognizer: Recognizer, decoder: Decoder, clips: list[Clip], chunk: int, threads: list[int]) -> list[dict]:
     """Real-time factor of streaming and of whole-utterance decoding with each torch thread count."""
     rows, saved = [], torch.get_num_threads()
     audio = sum(c.seconds for c in clips)
     for n in threads:
         torch.set_num_threads(n)
-        stream_clip(recognizer, clips[0].wave, chunk)  # warm-up for this thread count
+        stream_clip(recognizer, decoder, clips[0].wave, chunk)  # warm-up for this thread count
         began = time.perf_counter()
         for clip in clips:
-            stream_clip(recognizer, clip.wave, chunk)
+            stream_clip(recognizer, decoder, clip.wave, chunk)
         streaming = time.perf_counter() - began
         began = time.perf_counter()
         for clip in clips:
-            recognize(recognizer, clip.wave, None)
+            recognize(recognizer, clip.wave, None, decoder)
         offline = time.perf_counter() - began
         rows.append({"threads": n, "audio_s": audio, "streaming_rtf": streaming / audio, "offline_rtf": offline / audio})
     torch.set_num_threads(saved)
