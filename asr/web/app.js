@@ -68,6 +68,10 @@ async function start() {
       $("sent").textContent = (sentSamples / rate).toFixed(1);
     };
     context.createMediaStreamSource(media).connect(node);
+    const mute = context.createGain();  // keeps the graph pulled by the output, without playing anything
+    mute.gain.value = 0;
+    node.connect(mute).connect(context.destination);
+    context.resume();
     setStatus("listening");
     $("stop").disabled = false;
   };

@@ -1,0 +1,90 @@
+"""The page at GET / in a real headless Chromium: its fake microphone plays a shipped example, and
+the page must show the final text `asr.stream --file` gives for the same audio."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from asr.audio import StreamingResampler
+from test_serve import EXAMPLES, ROOT, ServerProcess
+
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the [test] extra")
+if not (CHROMIUM.exists() and DRIVER.exists()):
+    pytest.skip("needs Debian's chromium and chromium-driver (scripts/setup.sh installs them)", allow_module_level=True)
+
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+RATE = 44100  # the rate of Chromium's fake capture device (and the page's AudioContext): no resampling there
+
+
+@pytest.fixture
+def example_wavs(tmp_path: Path) -> tuple[Path, Path]:
+    """synthetic_slt.flac at 44.1 kHz as int16 WAV, from its first non-zero sample, with 1.5 s of
+    silence after: (what the microphone plays: 1.5 s of digital silence first, what the page sends).
+    The fake device starts playing when the page opens it, and the page skips the zeros before the
+    first sound, so the server hears exactly the second file."""
+    wave, rate = sf.read(EXAMPLES / "synthetic_slt.flac", dtype="float32")
+    resampler = StreamingResampler(rate, RATE)
+    pcm = np.round(np.concatenate([resampler.push(wave), resampler.flush()]) * 32768).clip(-32768, 32767)
+    pcm = pcm[np.flatnonzero(pcm)[0]:].astype(np.int16)
+    silence = np.zeros(RATE * 3 // 2, np.int16)
+    played, sent = tmp_path / "microphone.wav", tmp_path / "sent.wav"
+    sf.write(played, np.concatenate([silence, pcm, silence]), RATE, subtype="PCM_16")
+    sf.write(sent, np.concatenate([pcm, silence]), RATE, subtype="PCM_16")
+    return played, sent
+
+
+def stream_finals(path: Path) -> list[str]:
+    run = subprocess.run([sys.executable, "-m", "asr.stream", "--file", str(path), "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120, check=True)
+    return [e["text"] for e in map(json.loads, run.stdout.splitlines()) if e["is_final"]]
+
+
+def chromium(wav: Path, profile: Path):
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+                 "--autoplay-policy=no-user-gesture-required",
+                 f"--use-file-for-fake-audio-capture={wav}%noloop", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    return webdriver.Chrome(options=options, service=Service(str(DRIVER)))
+
+
+def test_the_page_transcribes_the_microphone_like_asr_stream(example_wavs: tuple[Path, Path], tmp_path: Path):
+    example_wav, sent = example_wavs
+    expected = stream_finals(sent)
+    assert expected, "asr.stream found no speech in the example"
+    server = ServerProcess()
+    browser = chromium(example_wav, tmp_path / "profile")
+    try:
+        browser.get(f"http://127.0.0.1:{server.port}/")
+        browser.find_element(By.ID, "start").click()
+        wait = WebDriverWait(browser, 30, poll_frequency=0.2)
+        seconds = sf.info(sent).duration
+        wait.until(lambda b: float(b.find_element(By.ID, "sent").text) >= seconds)
+        browser.find_element(By.ID, "stop").click()
+        wait.until(lambda b: b.find_element(By.ID, "status").text in ("stopped",) or "error" in
+                   b.find_element(By.ID, "status").get_attribute("class"))
+        status = browser.find_element(By.ID, "status").text
+        finals = [p.text for p in browser.find_elements(By.CSS_SELECTOR, "#finals p")]
+        rate = browser.find_element(By.ID, "rate").text
+        latency = browser.find_element(By.ID, "latency-median").text
+    finally:
+        browser.quit()
+        server.stop()
+        shutil.rmtree(tmp_path / "profile", ignore_errors=True)
+    assert status == "stopped", status
+    assert finals == expected, (finals, expected, rate)
+    assert float(latency) > 0  # the page measured end-to-end latency
