@@ -13,7 +13,7 @@ from asr.audio import SAMPLE_RATE
 from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
 from asr.endpoint import EndpointConfig
-from asr.model.backend import BACKENDS
+from asr.model.backend import BACKENDS, default_backend
 from asr.recognizer import Recognizer
 
 
@@ -43,8 +43,9 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     """--model, --backend, --onnx-dir, --threads."""
     parser.add_argument("--model", help="model file (.safetensors; with --backend onnx an exported folder); "
                                         "default: the bundled model")
-    parser.add_argument("--backend", choices=BACKENDS, default="torch",
-                        help="what runs the acoustic model (onnx: onnxruntime, no torch needed)")
+    parser.add_argument("--backend", choices=BACKENDS, default=None,
+                        help="what runs the acoustic model: torch, or onnx (onnxruntime, no torch needed); "
+                             "default: torch where it is installed, else onnx")
     parser.add_argument("--onnx-dir", help="an exported ONNX folder (python -m asr.export); implies --backend onnx")
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="CPU threads for the acoustic model (default 1: a 500 ms chunk is too small to "
@@ -99,7 +100,7 @@ def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
 
 def load_recognizer(args: argparse.Namespace) -> Recognizer:
     """The acoustic model the options name (raises ModelError with a one-line reason)."""
-    backend = "onnx" if args.onnx_dir else args.backend
+    backend = "onnx" if args.onnx_dir else args.backend or default_backend()
     return Recognizer.load(args.onnx_dir or args.model, backend, args.threads)
 
 

@@ -15,6 +15,7 @@ take them apart again (every row keeps its own caches and its own count of empty
 """
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,6 +45,14 @@ class AcousticModel(Protocol):
 
     def split_states(self, state: Any) -> list[Any]:
         """A batched state -> one batch-1 state per row."""
+
+
+def default_backend() -> str:
+    """torch where it is installed (the training install), else onnx (the runtime install)."""
+    try:
+        return "torch" if importlib.util.find_spec("torch") is not None else "onnx"
+    except ValueError:  # torch deliberately made unimportable
+        return "onnx"
 
 
 def load_backend(path: str | Path | None = None, backend: str = "torch",
