@@ -1,0 +1,60 @@
+"""asr.serve's memory returns to its baseline after 1000 connect/disconnect cycles."""
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import soundfile as sf
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from test_serve import EXAMPLES, ServerProcess
+
+
+def rss_mb(pid: int) -> float:
+    """Resident set size of a process in MB (Linux /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+async def cycle(url: str, audio: bytes, kind: int) -> None:
+    """One client: 0 ends its stream properly, 1 vanishes mid-stream, 2 leaves at once."""
+    ws = await connect(url)
+    try:
+        if kind == 0:
+            await ws.send(audio[:9600])  # 0.3 s
+            await ws.send(json.dumps({"type": "end"}))
+            async for _ in ws:
+                pass
+        elif kind == 1:
+            await ws.send(audio[:19200])  # 0.6 s: one chunk goes through the model
+            await asyncio.sleep(0.01)
+            ws.transport.abort()
+        else:
+            await ws.close()
+    except ConnectionClosed:
+        pass
+
+
+async def cycles(url: str, audio: bytes, count: int, parallel: int = 8) -> None:
+    for start in range(0, count, parallel):
+        await asyncio.gather(*(cycle(url, audio, i % 3) for i in range(start, min(count, start + parallel))))
+
+
+def test_rss_returns_to_baseline_after_1000_connections():
+    audio = sf.read(EXAMPLES / "synthetic_slt.flac", dtype="int16")[0].tobytes()
+    server = ServerProcess()
+    url = f"ws://127.0.0.1:{server.port}/asr"
+    try:
+        asyncio.run(cycles(url, audio, 150))  # warm up: allocator pools, LM caches, code paths
+        baseline = rss_mb(server.proc.pid)
+        asyncio.run(cycles(url, audio, 1000))
+        after = rss_mb(server.proc.pid)
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0
+    print(f"RSS {baseline:.1f} MB -> {after:.1f} MB")
+    assert after - baseline < 10, f"RSS grew from {baseline:.1f} MB to {after:.1f} MB over 1000 connections"
