@@ -136,3 +136,34 @@ def test_foreign_or_corrupted_models_are_refused(tmp_path: Path, capsys, model_p
             load_config(model)
     assert not marker.exists(), "a model file was unpickled"
     assert load_config(model_path) == load_model(model_path)[0].cfg
+
+
+@pytest.mark.parametrize("kind", ["audio", "binary", "array"])
+def test_a_manifest_that_is_not_one_is_one_error_line(kind: str, model_path: Path, tmp_path: Path, capsys) -> None:
+    """`asr.evaluate --manifest some.wav` (a common slip) and other non-manifests: one line, exit 1."""
+    if kind == "audio":
+        manifest = write(tmp_path / "some.wav", tone(0.5))
+        reason = "not a JSON Lines manifest (binary or not UTF-8 text)"
+    elif kind == "binary":
+        manifest = tmp_path / "garbled.jsonl"
+        manifest.write_bytes(b"\x00\xff\xfe garbage \x80\x81")
+        reason = "not a JSON Lines manifest (binary or not UTF-8 text)"
+    else:
+        manifest = tmp_path / "list.jsonl"
+        manifest.write_text('["audio.wav", "text"]\n')
+        reason = ":1: broken manifest line (TypeError: a line must be a JSON object, not list)"
+    assert evaluate.main(["--manifest", str(manifest), "--model", str(model_path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"asr.evaluate: error: {manifest}{'' if reason.startswith(':') else ': '}{reason}"]
+
+
+def test_inference_uses_one_thread_unless_told(model_path: Path, tmp_path: Path, capsys) -> None:
+    """torch's default (all cores) fights whatever else runs on the machine; a 500 ms chunk gains
+    nothing from more threads, so every tool runs the model on 1 thread unless --threads says otherwise."""
+    audio = write(tmp_path / "a.wav", tone(0.5))
+    torch.set_num_threads(2)
+    assert transcribe.main([str(audio), "--model", str(model_path), "--greedy"]) == 0
+    assert torch.get_num_threads() == 1
+    assert transcribe.main([str(audio), "--model", str(model_path), "--greedy", "--threads", "2"]) == 0
+    assert torch.get_num_threads() == 2
+    torch.set_num_threads(1)
