@@ -67,7 +67,10 @@ class Engine:
                         jobs.append(job)
                         taken.add(id(job.stream))
                 self._queue = [job for job in self._queue if job not in jobs]
-                results = await loop.run_in_executor(self._executor, self._compute, jobs)
+                try:
+                    results = await loop.run_in_executor(self._executor, self._compute, jobs)
+                except Exception as err:  # the executor itself failed (shut down): fail these jobs, go on
+                    results = [err] * len(jobs)
                 for job, result in zip(jobs, results):
                     if job.future.done():  # the client went away
                         continue
