@@ -278,6 +278,13 @@ def main(argv: list[str] | None = None) -> int:
         log("onnx: torch vs ONNX fp32 vs ONNX int8")
         results["onnx"] = onnx_bench.run(limit=args.limit, out=args.out)
     # --- end of the ONNX rows ---
+    # --- asr.serve under load (issue 20): scripts/bench/serve.py runs N real-time clients, writes OUT/serve.md + serve.json ---
+    if not args.smoke:
+        from bench import serve as serve_bench
+        log("serve: concurrent real-time streams")
+        serve_bench.main(["--out", str(args.out)])
+        results["serve"] = json.loads((args.out / "serve.json").read_text())
+    # --- end of the serve rows ---
     results["targets"] = targets(results)
     results["meta"] = {"command": "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
                        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
