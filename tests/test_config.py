@@ -32,7 +32,7 @@ def test_default_is_w50_h4_with_experiments():
     stage2 = compose_train("experiment=mixture_finetune")  # stage 2 builds on mixture and replaces its sources
     assert [s.repeat for s in stage2.data.train] == [4, 8, 1] and stage2.data.augment.time_masks == 2
     assert stage2.optim.lr < cfg.optim.lr and stage2.tokenizer.kind == cfg.tokenizer.kind == "char"
-    stage3 = compose_train("experiment=mixture_stage3")  # stage 3: stage 2's data, a smaller restart
+    stage3 = compose_train("experiment=mixture_refine")  # stage 3: stage 2's data, a smaller restart
     assert stage3.data.train == stage2.data.train and stage3.data.augment == stage2.data.augment
     assert stage3.optim.lr < stage2.optim.lr and stage3.trainer.max_steps == stage3.optim.decay_steps
 

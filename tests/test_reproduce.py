@@ -1,8 +1,17 @@
 """The default model's recipe as one resumable command (recipes/mixture/reproduce.py), run at toy scale:
-every step runs in order, the default model is the mean of its two parents, and a rerun skips every step."""
+every step runs in order, the default model is the mean of its two parents, and a rerun skips every step.
+
+The chain's steps run in this process: `subprocess.run` in reproduce.py is replaced by a runner that
+executes each step's exact command line (`python -m MODULE ...` or `python SCRIPT ...`) with runpy, so
+torch, Lightning and Hydra are imported once rather than once per step. The rerun and the refusals go
+through the script as a real subprocess."""
+import importlib.util
+import logging
 import re
+import runpy
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,8 +20,10 @@ from asr.model.loader import load_model
 from helpers import DATA, ROOT, SPEECHOCEAN, small_manifest
 
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
+SCRIPT = ROOT / "recipes/mixture/reproduce.py"
 STEPS = ["synthetic", "stage1a", "stage1b", "stage1-export", "stage2", "stage2-export", "stage3", "stage4a",
          "stage4b", "soup34", "stage5", "default", "lm-text", "lm"]
+SKIPPED = ("synthetic", "lm-text")
 
 
 def listed(stdout: str) -> list[tuple[str, str]]:
@@ -20,39 +31,77 @@ def listed(stdout: str) -> list[tuple[str, str]]:
     return [(m[1], m[2]) for m in re.finditer(r"^reproduce: +\d+/\d+ (\S+) +(\S+)", stdout, re.M)]
 
 
-def test_whole_recipe_at_toy_scale_then_a_rerun_skips_every_step(tmp_path):
-    manifest = small_manifest(tmp_path, 8)
+def in_process(command: list[str], cwd=None, **_) -> subprocess.CompletedProcess:
+    """Run `python -m MODULE ARGS` or `python SCRIPT ARGS` here, as its own process would from `cwd`."""
+    assert command[0] == sys.executable, command
+    module = command[2] if command[1] == "-m" else None
+    saved_argv, root = sys.argv, logging.getLogger()
+    saved_logging = root.handlers[:], root.level  # Hydra configures logging for each job it runs
+    sys.argv = [module or command[1], *command[3 if module else 2:]]
+    code = 0
+    try:
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(str(ROOT / command[1]), run_name="__main__")
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    finally:
+        sys.argv = saved_argv
+        for handler in set(root.handlers) - set(saved_logging[0]):
+            handler.close()
+        root.handlers[:], root.level = saved_logging
+    return subprocess.CompletedProcess(command, code)
+
+
+@pytest.fixture
+def reproduce(monkeypatch):
+    """recipes/mixture/reproduce.py as a module whose steps run in this process."""
+    spec = importlib.util.spec_from_file_location("reproduce", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "reproduce", module)  # its dataclass looks its module up by name
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "subprocess", SimpleNamespace(run=in_process))  # this module's, not everyone's
+    monkeypatch.chdir(ROOT)  # every step runs from the repository root (reproduce.py's cwd=ROOT)
+    return module
+
+
+def test_whole_recipe_at_toy_scale_then_a_rerun_skips_every_step(tmp_path, reproduce, capsys):
+    manifest = small_manifest(tmp_path, 4)
     work = tmp_path / "work"
     (work / "lm").mkdir(parents=True)  # the lm-text step is skipped: a small text stands in for it
     (work / "lm" / "train_text.txt").write_text("MARK SAW A ZORBLAX\nKATE LOVES CHINA\n")
     toy = ["model=tiny", "attention=w16_h4", "threads=1", "data.num_workers=0", "data.max_batch_seconds=1000",
            f"data.train=[{{manifest: {manifest}}}]", f"data.valid=[{{manifest: {manifest}}}]",
-           "trainer.max_steps=2", "trainer.val_check_interval=2", "trainer.enable_progress_bar=false",
-           "optim.warmup_steps=1", "optim.decay_steps=2", "checkpoint_every_steps=1"]
-    command = [sys.executable, str(ROOT / "recipes/mixture/reproduce.py"), "--work", str(work), "--data-root",
-               str(DATA), "--skip", "synthetic", "lm-text", *(f"--extra={o}" for o in toy)]
+           "trainer.max_steps=1", "trainer.val_check_interval=1",
+           "trainer.enable_progress_bar=false",
+           "optim.warmup_steps=1", "optim.decay_steps=1", "checkpoint_every_steps=1", "cmvn_utterances=4"]
+    args = ["--work", str(work), "--data-root", str(DATA), "--skip", *SKIPPED, *(f"--extra={o}" for o in toy)]
 
-    first = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert listed(first.stdout) == [(s, "skipped" if s in ("synthetic", "lm-text") else "pending") for s in STEPS]
-    assert re.findall(r"^reproduce: running (\S+)", first.stdout, re.M) == [s for s in STEPS if s not in ("synthetic", "lm-text")]
+    code = reproduce.main(args)
+    first, errors = capsys.readouterr()
+    assert code == 0, errors[-3000:]
+    assert listed(first) == [(s, "skipped" if s in SKIPPED else "pending") for s in STEPS]
+    assert re.findall(r"^reproduce: running (\S+)", first, re.M) == [s for s in STEPS if s not in SKIPPED]
+    assert sorted(p.stem for p in (work / "reproduce").glob("*.done")) == sorted(set(STEPS) - set(SKIPPED))
 
     default, _, _ = load_model(work / "default.safetensors")
-    soup, stage5 = load_model(work / "soup34.safetensors")[0], load_model(work / "mixture_stage5" / "model.safetensors")[0]
-    assert any(not torch.equal(soup.state_dict()[k], stage5.state_dict()[k]) for k in soup.state_dict())
+    soup = load_model(work / "soup34.safetensors")[0].state_dict()
+    stage5 = load_model(work / "mixture_warp_silence" / "model.safetensors")[0].state_dict()
+    assert any(not torch.equal(soup[k], stage5[k]) for k in soup)
     for name, weight in default.state_dict().items():
-        torch.testing.assert_close(weight, (soup.state_dict()[name] + stage5.state_dict()[name]) / 2)
+        torch.testing.assert_close(weight, (soup[name] + stage5[name]) / 2)
     arpa = (work / "default.arpa").read_text()
     assert arpa.startswith("\\data\\\n") and "\tZORBLAX" in arpa  # the LM read the stand-in text too
 
-    again = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    again = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert listed(again.stdout) == [(s, "skipped" if s in ("synthetic", "lm-text") else "done") for s in STEPS]
+    assert listed(again.stdout) == [(s, "skipped" if s in SKIPPED else "done") for s in STEPS]
     assert "reproduce: running" not in again.stdout
 
 
 def test_missing_tts_venv_is_one_clear_error_before_anything_runs(tmp_path):
-    done = subprocess.run([sys.executable, str(ROOT / "recipes/mixture/reproduce.py"), "--work", str(tmp_path / "w"),
+    done = subprocess.run([sys.executable, str(SCRIPT), "--work", str(tmp_path / "w"),
                            "--data-root", str(DATA), "--tts-python", str(tmp_path / "none" / "python")],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "install_tts.sh" in done.stderr and len(done.stderr.strip().splitlines()) == 1
@@ -60,6 +109,6 @@ def test_missing_tts_venv_is_one_clear_error_before_anything_runs(tmp_path):
 
 
 def test_unknown_step_is_refused():
-    done = subprocess.run([sys.executable, str(ROOT / "recipes/mixture/reproduce.py"), "--skip", "stage9", "--dry-run"],
+    done = subprocess.run([sys.executable, str(SCRIPT), "--skip", "stage9", "--dry-run"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "stage9" in done.stderr

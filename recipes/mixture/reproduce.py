@@ -2,12 +2,13 @@
 
     python recipes/mixture/reproduce.py [--work runs] [--data-root ../shared/data] [--dry-run]
 
-It runs the recipe of asr/pretrained/MODEL_CARD.md step by step: the synthetic corpus; stage 1 in two
-halves (SpecAugment from step 6700); stage 2; stage 3; the regularisation probe and stage 4; the mean of
-stages 3 and 4; stage 5 from that mean; the mean of that mean and stage 5 (the default model); the word
-LM. A finished step leaves <work>/reproduce/<step>.done and is skipped from then on. A training step
-that was cut off resumes from its last checkpoint (`asr.training.train` does that by itself), so after an
-interruption, such as the end of a session, run the same command again.
+It runs the recipe of asr/pretrained/MODEL_CARD.md step by step: the synthetic corpus; stage 1
+(experiment=mixture) in two halves, SpecAugment from step 6700; stage 2 (mixture_finetune); stage 3
+(mixture_refine); stage 4 (mixture_regularised_probe, then mixture_regularised); soup34, the mean of
+stages 3 and 4; stage 5 (mixture_warp_silence) from soup34; the mean of soup34 and stage 5 (the default
+model); the word LM. A finished step leaves <work>/reproduce/<step>.done and is skipped from then on. A
+training step that was cut off resumes from its last checkpoint (`asr.training.train` does that by
+itself), so after an interruption run the same command again.
 
 The results are <work>/default.safetensors and <work>/default.arpa; copy them over asr/pretrained/ to
 ship them. It takes about 8.5 h on 2 CPU cores, nearly all of it training. The files will not be
@@ -15,7 +16,7 @@ bit-identical to the shipped ones: synthetic audio differs slightly from one mac
 multi-threaded training is not deterministic.
 
 --extra KEY=VALUE (repeatable) is appended to every training command, after the step's own overrides:
-the test suite runs the whole chain with a tiny model and two steps per stage that way.
+the test suite runs the whole chain with a tiny model and a step or two per stage that way.
 --skip STEP skips steps, e.g. `synthetic` when data/synthetic/train.jsonl was made another way.
 """
 from __future__ import annotations
@@ -64,12 +65,12 @@ def plan(work: Path, data: Path, python: str, tts_python: str, extra: list[str])
         export_last("stage1-export", "mixture"),
         train("stage2", "mixture_finetune", model("mixture")),
         export_last("stage2-export", "mixture_finetune"),
-        train("stage3", "mixture_stage3", model("mixture_finetune")),
-        train("stage4a", "mixture_stage4_probe", model("mixture_finetune")),
-        train("stage4b", "mixture_stage4", model("mixture_stage4_probe")),
-        average("soup34", model("mixture_stage3"), model("mixture_stage4")),
-        train("stage5", "mixture_stage5", work / "soup34.safetensors"),
-        average("default", work / "soup34.safetensors", model("mixture_stage5")),
+        train("stage3", "mixture_refine", model("mixture_finetune")),
+        train("stage4a", "mixture_regularised_probe", model("mixture_finetune")),
+        train("stage4b", "mixture_regularised", model("mixture_regularised_probe")),
+        average("soup34", model("mixture_refine"), model("mixture_regularised")),
+        train("stage5", "mixture_warp_silence", work / "soup34.safetensors"),
+        average("default", work / "soup34.safetensors", model("mixture_warp_silence")),
         Step("lm-text", [python, "recipes/synthetic/prepare.py", "--text-only", "--text-dir", str(data / "text"),
                          "--out", str(work / "lm")]),
         Step("lm", [python, "-m", "asr.tools.lm", "--out", str(work / "default.arpa"), "--min-count", "2", "--split",
