@@ -69,12 +69,21 @@ class ServerProcess:
                                      stderr=subprocess.PIPE, text=True)
         line = self.proc.stderr.readline()
         match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-        assert match, f"no listening line from asr.serve: {line!r}"
+        if not match:
+            self.proc.kill()
+            raise AssertionError(f"no listening line from asr.serve: {line!r}")
         self.port = int(match.group(1))
+        self.log: list[str] = []  # the rest of its stderr, drained so that the pipe never fills
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
 
     def stop(self) -> None:
         self.proc.terminate()
-        self.proc.wait(20)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            raise
 
 
 @pytest.fixture(scope="module")

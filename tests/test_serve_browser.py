@@ -66,9 +66,9 @@ def test_the_page_transcribes_the_microphone_like_asr_stream(example_wavs: tuple
     example_wav, sent = example_wavs
     expected = stream_finals(sent)
     assert expected, "asr.stream found no speech in the example"
-    server = ServerProcess()
-    browser = chromium(example_wav, tmp_path / "profile")
+    server, browser = ServerProcess(), None
     try:
+        browser = chromium(example_wav, tmp_path / "profile")
         browser.get(f"http://127.0.0.1:{server.port}/")
         browser.find_element(By.ID, "start").click()
         wait = WebDriverWait(browser, 30, poll_frequency=0.2)
@@ -82,7 +82,8 @@ def test_the_page_transcribes_the_microphone_like_asr_stream(example_wavs: tuple
         rate = browser.find_element(By.ID, "rate").text
         latency = browser.find_element(By.ID, "latency-median").text
     finally:
-        browser.quit()
+        if browser is not None:
+            browser.quit()
         server.stop()
         shutil.rmtree(tmp_path / "profile", ignore_errors=True)
     assert status == "stopped", status
