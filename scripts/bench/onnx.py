@@ -12,6 +12,7 @@ and OUT/onnx.json.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import resource
@@ -19,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,6 +31,13 @@ if sys.path and Path(sys.path[0] or ".").resolve() == HERE:
 
 VARIANTS = {"torch": "torch (safetensors)", "fp32": "ONNX fp32", "int8": "ONNX int8"}
 DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
+
+
+def version(package: str) -> str:
+    try:
+        return _version(package)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -108,10 +118,10 @@ def long_file(manifest: Path, seconds: float, out: Path) -> Path:
     return out
 
 
-def transcribe_rss(variant: str, onnx_dir: Path, audio: Path) -> dict:
-    """Peak RSS (MB) and wall time of `python -m asr.transcribe` on `audio` in a fresh process."""
+def transcribe_rss(variant: str, onnx_dir: Path, audio: Path, decoding: str) -> dict:
+    """Peak RSS (MB), wall time and text of `python -m asr.transcribe AUDIO --greedy|--beam` in a fresh process."""
     backend, path = model_path(variant, onnx_dir)
-    cmd = [sys.executable, "-m", "asr.transcribe", str(audio), "--backend", backend, "--beam"]
+    cmd = [sys.executable, "-m", "asr.transcribe", str(audio), "--backend", backend, f"--{decoding}"]
     cmd += ["--onnx-dir", str(path)] if backend == "onnx" else []
     began = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -123,8 +133,8 @@ def transcribe_rss(variant: str, onnx_dir: Path, audio: Path) -> dict:
         text, errors = out.read(), err.read()
     if proc.returncode:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {errors.strip()[-500:]}")
-    return {"transcribe_peak_rss_mb": usage.ru_maxrss / 1024, "transcribe_wall_s": wall,
-            "transcribe_text": text.strip()}
+    return {f"rss_{decoding}_mb": usage.ru_maxrss / 1024, f"transcribe_{decoding}_wall_s": wall,
+            f"transcribe_{decoding}_text": text.strip()}
 
 
 def run_worker(variant: str, args: argparse.Namespace) -> dict:
@@ -138,12 +148,12 @@ def run_worker(variant: str, args: argparse.Namespace) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| variant | model MB | chunk p50 ms | chunk p95 ms | RTF (1 thread) | transcribe 60 s peak RSS MB "
-            "| WER greedy | WER beam | utts |\n|---|---|---|---|---|---|---|---|---|\n")
+    head = ("| variant | model MB | chunk p50 ms | chunk p95 ms | RTF (1 thread) | peak RSS MB, 60 s: greedy / beam "
+            "| WER % greedy | WER % beam | utts |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     return head + "".join(
         f"| {VARIANTS[r['variant']]} | {r['model_mb']:.1f} | {r['chunk_p50_ms']:.2f} | {r['chunk_p95_ms']:.2f} | "
-        f"{r['rtf']:.4f} | {r['transcribe_peak_rss_mb']:.0f} | {r['wer_greedy']:.2f} | {r['wer_beam']:.2f} | {r['utts']} |\n"
-        for r in rows)
+        f"{r['rtf']:.4f} | {r['rss_greedy_mb']:.0f} / {r['rss_beam_mb']:.0f} | {r['wer_greedy']:.2f} | "
+        f"{r['wer_beam']:.2f} | {r['utts']} |\n" for r in rows)
 
 
 def run(limit: int | None = None, manifest: Path = DEV, onnx_dir: Path | None = None, out: Path = ROOT / "benchmarks",
@@ -158,24 +168,37 @@ def run(limit: int | None = None, manifest: Path = DEV, onnx_dir: Path | None = 
         audio = long_file(manifest, 60.0, Path(tmp) / "long60.wav")
         for variant in variants:
             print(f"bench/onnx: {variant} ...", file=sys.stderr, flush=True)
-            rows.append({**run_worker(variant, args), **transcribe_rss(variant, onnx_dir, audio)})
+            rows.append({**run_worker(variant, args), **transcribe_rss(variant, onnx_dir, audio, "greedy"),
+                         **transcribe_rss(variant, onnx_dir, audio, "beam")})
     base = rows[0]
     for row in rows:
         row["same_greedy_text_as_first"] = sum(a == b for a, b in zip(row["hyps_greedy"], base["hyps_greedy"]))
         row["same_beam_text_as_first"] = sum(a == b for a, b in zip(row["hyps_beam"], base["hyps_beam"]))
+        row["same_transcribe_text_as_first"] = all(row[f"transcribe_{d}_text"] == base[f"transcribe_{d}_text"]
+                                                   for d in ("greedy", "beam"))
+    rows = [{k: v for k, v in row.items() if not k.startswith("hyps_") and not k.endswith("_text")} for row in rows]
+    versions = {name: version(name) for name in ("torch", "onnxruntime")}
+    meta = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(), **versions}
     text = (f"# Torch vs ONNX ({manifest.name}, {rows[0]['utts']} utterances, {chunk_ms:g} ms chunks, 1 thread)\n\n"
-            f"{table(rows)}\n"
+            f"Measured {meta['date']} on {meta['cpus']} CPUs (torch {versions['torch']}, onnxruntime "
+            f"{versions['onnxruntime']}) by `python scripts/bench/onnx.py"
+            f"{f' --limit {limit}' if limit else ''}`.\n\n{table(rows)}\n"
             + "".join(f"- {VARIANTS[r['variant']]}: greedy text equal to {VARIANTS[base['variant']]} on "
                       f"{r['same_greedy_text_as_first']}/{r['utts']} utterances, beam text on "
-                      f"{r['same_beam_text_as_first']}/{r['utts']}; beam search adds RTF {r['beam_rtf']:.4f}\n"
+                      f"{r['same_beam_text_as_first']}/{r['utts']}, 60 s transcript "
+                      f"{'identical' if r['same_transcribe_text_as_first'] else 'different'}\n"
                       for r in rows[1:])
-            + "\nChunk times are one `Recognizer.step` (features + acoustic model) per 500 ms chunk; RSS is the "
-              "peak of `python -m asr.transcribe FILE --backend ...` (beam search with the word LM) on 60 s of "
-              "dev speech. Reproduce: `python scripts/bench/onnx.py`.\n")
+            + "\nChunk times: one `Recognizer.step` (features + acoustic model) per 500 ms chunk, every chunk of "
+              "every utterance, in a process of its own per variant (the ONNX ones with torch unimportable); RTF: "
+              "that compute over the audio's duration (the decoding not counted). Peak RSS: "
+              "`python -m asr.transcribe FILE --backend ... --greedy` (or `--beam`: the lexicon beam search "
+              "with the bundled word LM, whose trie and KenLM take about 70 MB) on 60 s of dev speech, in a fresh "
+              "process. WER: the same log-probs decoded greedily and with the beam search. "
+              "Reproduce: `python scripts/bench/onnx.py` (`--limit N` for a quick look).\n")
     out.mkdir(parents=True, exist_ok=True)
     (out / "onnx.md").write_text(text)
     (out / "onnx.json").write_text(json.dumps({"manifest": str(manifest.name), "limit": limit, "chunk_ms": chunk_ms,
-                                               "rows": rows}, indent=1) + "\n")
+                                               **meta, "rows": rows}, indent=1) + "\n")
     print(text)
     return rows
 
