@@ -152,7 +152,7 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
     out += ["## 4. Memory\n",
             "Each length streams in a fresh process: real dev utterances looped (generated on the fly), 500 ms "
             "chunks through the emission loop (`Recognizer.step` + endpointing), 1 thread. Most of the RSS is the "
-            "torch library itself (`import torch` alone takes ~730 MB here); what matters is that the peak does not "
+            "torch library itself (`import torch` alone took ~730 MB here, measured 2026-11-22); what matters is that the peak does not "
             "grow with the length of the stream.\n",
             memory_table(results), "",
             "## 5. Scaling\n",
