@@ -135,4 +135,5 @@ async def _refuse(ws: ServerConnection, err: ProtocolError) -> None:
 async def start(app: App, host: str = "127.0.0.1", port: int = 8765) -> Server:
     """Listen; the returned server's `sockets` tell the port (port 0 picks a free one)."""
     return await serve(app.handle, host, port, process_request=app.process_request,
-                       max_size=4 * app.limits.max_message, compression=None, ping_interval=20, ping_timeout=20)
+                       max_size=4 * app.limits.max_message, max_queue=8, compression=None, ping_interval=20,
+                       ping_timeout=20)
