@@ -90,7 +90,8 @@ def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
     probe = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
     assert probe.returncode != 0 and "No module named 'torch'" in probe.stderr  # the training stack is not there
     audio = [str(ROOT / p) for p in EXAMPLES]
-    got = ok(run_tool("transcribe", *audio, "--backend", "onnx", python=python, cwd=tmp_path))
+    got = ok(subprocess.run([str(venv / "bin" / "asr-transcribe"), *audio, "--backend", "onnx"], cwd=tmp_path,
+                            capture_output=True, text=True, env=ENV, timeout=600))  # the console script
     location = subprocess.run([python, "-c", "import asr; print(asr.__file__)"], cwd=tmp_path, capture_output=True, text=True)
     assert str(venv) in location.stdout  # the installed package ran, not the checkout
     expected = ok(run_tool("transcribe", *audio, "--backend", "torch", cwd=tmp_path))
