@@ -141,7 +141,10 @@ def without_compute(events: list[dict]) -> list[dict]:
 
 
 def test_served_stream_equals_asr_stream_file(server, recognizer, decoder, long_audio):
-    expected = reference(recognizer, decoder, long_audio)
+    run = subprocess.run([sys.executable, "-m", "asr.stream", "--file", str(long_audio), "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120, check=True)
+    expected = [json.loads(line) for line in run.stdout.splitlines()]
+    assert without_compute(expected) == without_compute(reference(recognizer, decoder, long_audio))
     data, _ = pcm(long_audio)
     events, code = asyncio.run(transcribe(server.url, data, piece=2 * 1234))  # odd-sized pieces, rechunked
     assert code == 1000
