@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from asr.model.loader import load_model
 from helpers import DATA, ROOT, SPEECHOCEAN, small_manifest
@@ -24,6 +25,10 @@ SCRIPT = ROOT / "recipes/mixture/reproduce.py"
 STEPS = ["synthetic", "stage1a", "stage1b", "stage1-export", "stage2", "stage2-export", "stage3", "stage4a",
          "stage4b", "soup34", "stage5", "default", "lm-text", "lm"]
 SKIPPED = ("synthetic", "lm-text")
+EXPERIMENTS = {  # run folder: (lr, dropout, noise_prob, mel_warp) of its experiment config
+    "mixture": (2e-3, 0.0, 0.0, 0.0), "mixture_finetune": (1e-3, 0.0, 0.0, 0.0), "mixture_refine": (5e-4, 0.0, 0.0, 0.0),
+    "mixture_regularised_probe": (5e-4, 0.1, 0.0, 0.0), "mixture_regularised": (5e-4, 0.1, 0.2, 0.0),
+    "mixture_warp_silence": (5e-4, 0.1, 0.2, 0.1)}
 
 
 def listed(stdout: str) -> list[tuple[str, str]]:
@@ -84,6 +89,11 @@ def test_whole_recipe_at_toy_scale_then_a_rerun_skips_every_step(tmp_path, repro
     assert listed(first) == [(s, "skipped" if s in SKIPPED else "pending") for s in STEPS]
     assert re.findall(r"^reproduce: running (\S+)", first, re.M) == [s for s in STEPS if s not in SKIPPED]
     assert sorted(p.stem for p in (work / "reproduce").glob("*.done")) == sorted(set(STEPS) - set(SKIPPED))
+
+    runs = {run: OmegaConf.load(work / run / "config.yaml") for run in EXPERIMENTS}  # each step's own experiment
+    assert {run: (c.optim.lr, c.model.dropout, c.data.augment.noise_prob, c.data.augment.mel_warp)
+            for run, c in runs.items()} == EXPERIMENTS
+    assert runs["mixture_warp_silence"].init_from == str(work / "soup34.safetensors")
 
     default, _, _ = load_model(work / "default.safetensors")
     soup = load_model(work / "soup34.safetensors")[0].state_dict()
