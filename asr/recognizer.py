@@ -75,13 +75,13 @@ class Recognizer:
 
     def step_many(self, chunks: list[np.ndarray], states: list[StreamState]) -> list[tuple[np.ndarray, StreamState]]:
         """`step` for several independent streams at once: streams whose chunks give the same number
-        of feature frames go through the model as one batch (a row each). The results equal
-        calling `step` on each stream alone."""
+        of feature frames and whose states have the same shapes (`batch_key`) go through the model as
+        one batch (a row each). The results equal calling `step` on each stream alone."""
         feats, pendings = zip(*(stream_fbank(self.fbank, c, s.pending) for c, s in zip(chunks, states)))
         results: list[tuple[np.ndarray, StreamState] | None] = [None] * len(chunks)
-        groups: dict[int, list[int]] = {}
-        for i, f in enumerate(feats):
-            groups.setdefault(f.shape[0], []).append(i)
+        groups: dict[tuple, list[int]] = {}
+        for i, (f, s) in enumerate(zip(feats, states)):
+            groups.setdefault((f.shape[0], self.model.batch_key(s.model)), []).append(i)
         for rows in groups.values():
             batch = np.stack([feats[i] for i in rows])  # (B, T, F)
             model_state = (states[rows[0]].model if len(rows) == 1

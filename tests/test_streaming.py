@@ -1,4 +1,5 @@
 """Streaming equals the whole-utterance forward; state stays bounded; the past never changes."""
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -117,3 +118,27 @@ def test_same_audio_same_output_after_an_hour_of_other_audio():
         late = torch.cat(outs, 1)
     torch.testing.assert_close(late[:, receptive:], fresh[:, receptive:], atol=1e-4, rtol=0)
     assert not torch.allclose(late[:, :2], fresh[:, :2])  # the start did see the earlier audio
+
+
+def test_step_many_batches_staggered_streams_exactly(model_path) -> None:
+    """Streams that started at different times (different leftover frames, different empty cache slots)
+    share model calls when their shapes allow, and each gets exactly what `step` gives it alone."""
+    from asr.recognizer import Recognizer
+
+    recognizer = Recognizer.load(model_path)
+    calls = []
+    step = recognizer.model.step
+    recognizer.model.step = lambda feats, state: calls.append(feats.shape[0]) or step(feats, state)
+    rng = np.random.default_rng(0)
+    waves = [(0.1 * rng.standard_normal(8000 * 12)).astype(np.float32) for _ in range(6)]
+    alone = [recognizer.initial_state() for _ in waves]
+    together = [recognizer.initial_state() for _ in waves]
+    for tick in range(12):
+        live = [i for i in range(len(waves)) if tick >= i]  # stream i starts at chunk i
+        chunks = [waves[i][(tick - i) * 8000:(tick - i + 1) * 8000] for i in live]
+        batched = recognizer.step_many(chunks, [together[i] for i in live])
+        for i, chunk, (logprobs, state) in zip(live, chunks, batched):
+            expected, alone[i] = recognizer.step(chunk, alone[i])
+            together[i] = state
+            np.testing.assert_allclose(logprobs, expected, atol=1e-5)
+    assert max(calls) >= 3  # streams at the same phase shared a call

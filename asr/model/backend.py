@@ -11,13 +11,14 @@ small object with an explicit streaming state:
 and returns the log-probs of the encoder frames they complete. Feeding a stream in chunks of any
 size gives the log-probs of one call over the whole stream (to float rounding). The state is
 opaque to callers; `stack_states` / `split_states` join independent streams into one batch and
-take them apart again (every row keeps its own caches and its own count of empty cache slots).
+take them apart again (every row keeps its own caches and its own count of empty cache slots);
+streams can share a batch when their states have the same `batch_key` (the same tensor shapes).
 """
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Hashable, Protocol
 
 import numpy as np
 
@@ -40,8 +41,11 @@ class AcousticModel(Protocol):
     def step(self, feats: np.ndarray, state: Any) -> tuple[np.ndarray, Any]:
         """Log-mel frames (B, T, F) float32 -> log-probs (B, T', V) float32 and the next state."""
 
+    def batch_key(self, state: Any) -> Hashable:
+        """Streams whose states have equal keys (and chunks of equal length) can share a batch."""
+
     def stack_states(self, states: list[Any]) -> Any:
-        """States of single streams (batch 1 each) -> one state with a row per stream."""
+        """States of single streams (batch 1 each, equal `batch_key`) -> one state with a row per stream."""
 
     def split_states(self, state: Any) -> list[Any]:
         """A batched state -> one batch-1 state per row."""

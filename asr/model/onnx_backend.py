@@ -61,9 +61,12 @@ class OnnxModel:
         results = self.session.run(self.outputs, {"feats": feats, **state})
         return results[0], dict(zip(self.names, results[1:]))
 
+    def batch_key(self, state: OnnxState) -> tuple:
+        """The shapes that rows of one batch share (the leftover frames' count above all)."""
+        return tuple(state[name].shape[1:] for name in self.names)
+
     def stack_states(self, states: list[OnnxState]) -> OnnxState:
-        """Batch-1 states -> one state with a row per stream (every stream's leftover frames must
-        have the same count, as in streams fed the same chunk sizes)."""
+        """Batch-1 states with equal `batch_key` -> one state with a row per stream."""
         return {name: np.concatenate([s[name] for s in states], axis=0) for name in self.names}
 
     def split_states(self, state: OnnxState) -> list[OnnxState]:

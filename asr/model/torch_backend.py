@@ -27,6 +27,10 @@ class TorchModel:
         logprobs, state = self.encoder.step(torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32)), state)
         return logprobs.numpy(), state
 
+    def batch_key(self, state: EncoderState) -> tuple:
+        """The shapes that rows of one batch share: leftover frames and (full attention) cache length."""
+        return tuple(t.shape[1:] for t in [state.frames, *state.keys[:1]])
+
     def stack_states(self, states: list[EncoderState]) -> EncoderState:
         return _map_fields(states, lambda rows: torch.cat(rows, dim=0))
 
