@@ -100,7 +100,7 @@ class App:
         while True:
             try:
                 message = await asyncio.wait_for(ws.recv(), self.limits.idle_timeout)
-            except TimeoutError:
+            except asyncio.TimeoutError:  # the builtin TimeoutError from Python 3.11
                 raise ProtocolError(f"idle: no message for {self.limits.idle_timeout:g} s", protocol.POLICY) from None
             if isinstance(message, str):
                 parsed = protocol.parse_text(message, first)

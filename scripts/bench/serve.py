@@ -111,6 +111,21 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def render(result: dict) -> str:
+    """serve.md from the measurements."""
+    return (f"# asr.serve: concurrent real-time streams\n\n"
+            f"`python scripts/bench/serve.py` on {result['cpus']} CPU cores ({result['date']}); server options: "
+            f"{result['server_args']}. Each client streams {result['seconds_per_client']:g} s of speech at real time "
+            f"in 100 ms messages; latency is end to end at the client, from sending the audio an event covers to "
+            f"receiving the event (partials every 500 ms, finals at endpoints). Server RSS idle: "
+            f"{result['idle_rss_mb']} MB.\n\n{table(result['rows'])}\n\n"
+            f"Largest N with p95 < 250 ms: **{result['largest_n_p95_under_250ms']}**\n\n"
+            f"One server process uses about one core (the model's batched step runs outside Python's GIL, the "
+            f"per-stream decoding and the sockets inside it), so the knee is where it saturates one core; the "
+            f"clients run in the benchmark's own process on the same cores, and the machine's cores are shared "
+            f"with other work, so the knee moves with that load (RSS grows past the knee with queued audio).\n")
+
+
 def largest_under(rows: list[dict]) -> int | None:
     passing = [r["clients"] for r in rows if r["p95_ms"] < TARGET_MS]
     return max(passing) if passing else None
@@ -138,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         url = f"ws://127.0.0.1:{match.group(1)}/asr"
         idle_rss = rss_mb(server.pid)
+        measure(url, server.pid, 2, 3.0)  # warm-up: first-call costs stay out of the 1-client row
 
         def level(n: int) -> dict:
             row = measure(url, server.pid, n, args.seconds)
@@ -167,14 +183,8 @@ def main(argv: list[str] | None = None) -> int:
               "idle_rss_mb": round(idle_rss, 1), "seconds_per_client": args.seconds, "cpus": os.cpu_count(),
               "server_args": args.server_args or "(defaults: beam search with the bundled word LM)",
               "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M")}
-    md = (f"# asr.serve: concurrent real-time streams\n\n"
-          f"`python scripts/bench/serve.py` on {result['cpus']} CPU cores ({result['date']}); server options: "
-          f"{result['server_args']}. Each client streams {args.seconds:g} s of speech at real time in 100 ms "
-          f"messages; latency is end to end at the client, from sending the audio an event covers to receiving "
-          f"the event (partials every 500 ms, finals at endpoints). Server RSS idle: {result['idle_rss_mb']} MB.\n\n"
-          f"{table(rows)}\n\nLargest N with p95 < 250 ms: **{best}**\n")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "serve.md").write_text(md)
+    (args.out / "serve.md").write_text(render(result))
     (args.out / "serve.json").write_text(json.dumps(result, indent=1) + "\n")
     print(table(rows) + f"\n\nlargest N with p95 < 250 ms: {best}")
     return 0
