@@ -24,23 +24,32 @@ from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
-RATE = 44100  # the rate of Chromium's fake capture device (and the page's AudioContext): no resampling there
+
+def context_rate(profile: Path) -> int:
+    """The sample rate of a new AudioContext in this Chromium (its audio output's rate)."""
+    browser = chromium(None, profile)
+    try:
+        return int(browser.execute_script("return new AudioContext().sampleRate"))
+    finally:
+        browser.quit()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture
 def example_wavs(tmp_path: Path) -> tuple[Path, Path]:
-    """synthetic_slt.flac at 44.1 kHz as int16 WAV, from its first non-zero sample, with 1.5 s of
-    silence after: (what the microphone plays: 1.5 s of digital silence first, what the page sends).
-    The fake device starts playing when the page opens it, and the page skips the zeros before the
-    first sound, so the server hears exactly the second file."""
-    wave, rate = sf.read(EXAMPLES / "synthetic_slt.flac", dtype="float32")
-    resampler = StreamingResampler(rate, RATE)
+    """synthetic_slt.flac as int16 WAV at the page's AudioContext rate (so Chromium resamples nothing),
+    from its first non-zero sample, with 1.5 s of silence after: (what the microphone plays: 1.5 s of
+    digital silence first, what the page sends). The fake device starts playing when the page opens
+    it, and the page skips the zeros before the first sound, so the server hears exactly the second file."""
+    rate = context_rate(tmp_path / "probe")
+    wave, original = sf.read(EXAMPLES / "synthetic_slt.flac", dtype="float32")
+    resampler = StreamingResampler(original, rate)
     pcm = np.round(np.concatenate([resampler.push(wave), resampler.flush()]) * 32768).clip(-32768, 32767)
     pcm = pcm[np.flatnonzero(pcm)[0]:].astype(np.int16)
-    silence = np.zeros(RATE * 3 // 2, np.int16)
+    silence = np.zeros(rate * 3 // 2, np.int16)
     played, sent = tmp_path / "microphone.wav", tmp_path / "sent.wav"
-    sf.write(played, np.concatenate([silence, pcm, silence]), RATE, subtype="PCM_16")
-    sf.write(sent, np.concatenate([pcm, silence]), RATE, subtype="PCM_16")
+    sf.write(played, np.concatenate([silence, pcm, silence]), rate, subtype="PCM_16")
+    sf.write(sent, np.concatenate([pcm, silence]), rate, subtype="PCM_16")
     return played, sent
 
 
@@ -50,15 +59,18 @@ def stream_finals(path: Path) -> list[str]:
     return [e["text"] for e in map(json.loads, run.stdout.splitlines()) if e["is_final"]]
 
 
-def chromium(wav: Path, profile: Path):
+def chromium(wav: Path | None, profile: Path):
+    """Headless Chromium whose fake microphone plays `wav` once (no fake file: a beep)."""
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--disable-dev-shm-usage", "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
                  "--autoplay-policy=no-user-gesture-required",
-                 f"--use-file-for-fake-audio-capture={wav}%noloop", f"--user-data-dir={profile}"):
+                 f"--user-data-dir={profile}"):
         options.add_argument(flag)
+    if wav is not None:
+        options.add_argument(f"--use-file-for-fake-audio-capture={wav}%noloop")
     return webdriver.Chrome(options=options, service=Service(str(DRIVER)))
 
 
