@@ -179,6 +179,7 @@ def test_a_stream_gives_the_same_events_alone_or_beside_seven_others(server, lon
         assert without_compute(events) == without_compute(alone)
     rows, batches = server.app.engine.rows - rows, server.app.engine.batches - batches
     assert rows / batches > 1.5, f"chunks were not batched: {rows} rows in {batches} passes"
+    assert server.app.engine.fallbacks == 0  # every pass went through the model as one batched call
 
 
 

@@ -9,6 +9,7 @@ chunks failed, never to the others.
 from __future__ import annotations
 
 import asyncio
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -16,6 +17,8 @@ import numpy as np
 
 from asr.endpoint import Emission
 from asr.server.recognition import Recognition, Stream
+
+log = logging.getLogger("asr.serve")
 
 
 @dataclass(eq=False)
@@ -36,6 +39,7 @@ class Engine:
         self._worker: asyncio.Task | None = None
         self.batches = 0  # passes run (for tests and benchmarks)
         self.rows = 0  # chunks stepped
+        self.fallbacks = 0  # passes whose batched step failed (then each stream is stepped alone)
 
     def open(self) -> Stream:
         return self.recognition.open()
@@ -90,6 +94,8 @@ class Engine:
                 results = self.recognition.advance([j.stream for j in steps], [j.chunk for j in steps])
                 out.update((id(j), r) for j, r in zip(steps, results))
             except Exception:  # the batched step failed and changed nothing: find the failing stream(s)
+                self.fallbacks += 1
+                log.exception("a batched step of %d streams failed; stepping each alone", len(steps))
                 for job in steps:
                     out[id(job)] = self._alone(job)
         for job in jobs:
