@@ -80,6 +80,8 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam-size", type=positive_int, default=defaults.beam_size, help="beam width (with an LM)")
     parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with an LM)")
     parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with an LM)")
+    parser.add_argument("--lexicon-words", type=positive_int, default=defaults.lexicon_words,
+                        help=f"the LM's N most probable words make the search's lexicon (default {defaults.lexicon_words})")
 
 
 def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
@@ -113,7 +115,8 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
         lm = None
     else:
         lm = Path(args.lm) if args.lm else "bundled"
-    return Decoder.load(recognizer.tokenizer, lm, BeamConfig(args.beam_size, args.lm_weight, args.word_score))
+    cfg = BeamConfig(args.beam_size, args.lm_weight, args.word_score, getattr(args, "lexicon_words", BeamConfig().lexicon_words))
+    return Decoder.load(recognizer.tokenizer, lm, cfg)
 
 
 def error(tool: str, message: object) -> None:

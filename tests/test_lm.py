@@ -248,3 +248,18 @@ def test_tune_lm_cli(tmp_path: Path, capsys, speech_wav: Path, model_path: Path)
     assert tune_lm.main([*args[:-1], str(tmp_path / "missing.arpa")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("asr.tools.tune_lm: error:") and "missing.arpa" in err[0]
+
+
+def test_the_lexicon_is_the_lms_most_probable_words(tmp_path: Path) -> None:
+    tokenizer = Tokenizer("char")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    ranked = arpa_words(arpa)
+    assert set(ranked[:2]) == {"THE", "CAT"} and len(ranked) == 7  # 4 times each in CORPUS, the others fewer
+    logprobs = emissions(tokenizer, SPOKEN)  # "THE CAT" (or "THE KAT" greedily)
+    two = beam_decoder(tokenizer, arpa, lexicon_words=2)
+    assert two.text(two.decode(logprobs)) == "THE CAT"
+    only_one = beam_decoder(tokenizer, arpa, lexicon_words=1)
+    assert set(only_one.text(only_one.decode(logprobs)).split()) <= {ranked[0]}
+    with pytest.raises(ValueError, match="lexicon words must be >= 1"):
+        BeamConfig(lexicon_words=0).validate()
