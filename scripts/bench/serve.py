@@ -99,15 +99,15 @@ def measure(url: str, pid: int, n: int, seconds: float, seed: int = 0) -> dict:
     return {"clients": n, "events": int(latencies.size), "p50_ms": round(float(p50), 1),
             "p95_ms": round(float(p95), 1), "max_ms": round(float(latencies.max()), 1) if latencies.size else None,
             "server_cpu_pct": round(100 * cpu / wall, 1), "server_rss_mb": round(rss_mb(pid), 1),
-            "server_peak_rss_mb": round(rss_mb(pid, "VmHWM"), 1)}
+            "server_peak_rss_mb": round(rss_mb(pid, "VmHWM"), 1), "load_1min": round(os.getloadavg()[0], 2)}
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| clients | events | p50 ms | p95 ms | max ms | server CPU (% of one core) | server RSS MB |",
-             "|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| clients | events | p50 ms | p95 ms | max ms | server CPU (% of one core) | server RSS MB | machine load (1 min) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(rows, key=lambda r: r["clients"]):
         lines.append(f"| {r['clients']} | {r['events']} | {r['p50_ms']} | {r['p95_ms']} | {r['max_ms']} | "
-                     f"{r['server_cpu_pct']} | {r['server_rss_mb']} |")
+                     f"{r['server_cpu_pct']} | {r['server_rss_mb']} | {r.get('load_1min', '-')} |")
     return "\n".join(lines)
 
 
@@ -123,7 +123,9 @@ def render(result: dict) -> str:
             f"One server process uses about one core (the model's batched step runs outside Python's GIL, the "
             f"per-stream decoding and the sockets inside it), so the knee is where it saturates one core; the "
             f"clients run in the benchmark's own process on the same cores, and the machine's cores are shared "
-            f"with other work, so the knee moves with that load (RSS grows past the knee with queued audio).\n")
+            f"with other work, so the knee moves with that load: the last column is the machine's 1-minute load "
+            f"average after each row (this benchmark alone adds about 1-1.5). RSS grows past the knee with queued "
+            f"audio.\n")
 
 
 def largest_under(rows: list[dict]) -> int | None:
