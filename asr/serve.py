@@ -47,6 +47,9 @@ async def _serve(app: App, host: str, port: int) -> None:
     bound = server.sockets[0].getsockname()[1]
     print(f"asr.serve: listening on http://{host}:{bound}/ (stream to ws://{host}:{bound}/asr); Ctrl-C to stop",
           file=sys.stderr, flush=True)
+    if host not in ("127.0.0.1", "localhost", "::1") and app.limits.token is None:
+        print("asr.serve: warning: listening beyond this machine without --token: anyone who can reach the port "
+              "can use it", file=sys.stderr, flush=True)
     stop = asyncio.get_running_loop().create_future()
     for sig in (signal.SIGINT, signal.SIGTERM):
         asyncio.get_running_loop().add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
