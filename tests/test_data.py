@@ -1,10 +1,14 @@
-"""Training data: the feature cache returns what a fresh computation would, and never caches noise."""
+"""Training data: the feature cache returns what a fresh computation would, and never caches noise;
+the speaker and room augmentations change the audio as they should, are seeded and off by default."""
+import math
+import random
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from asr.training.data import AugmentConfig, SpeechDataset, warp_mel
+from asr.training.data import (AugmentConfig, SpeechDataset, band_limit, draw_wave_augment, pitch_shift, reverberate,
+                               room_bank, warp_mel)
 from asr.manifest import Utterance
 from asr.tokenizer import Tokenizer
 from conftest import tone, write
@@ -56,3 +60,89 @@ def test_silence_is_appended_as_all_zero_audio_frames(tmp_path):
         torch.testing.assert_close(feats[98:], zeros[: feats.shape[0] - 98])
     assert all(98 <= n <= 98 + 30 for n in lengths)  # 1 s -> 98 frames, then up to 30 silent ones
     assert max(lengths) > 98
+
+
+# ---------------------------------------------------------------- speaker and room augmentation
+
+SR = 16000
+
+
+def _spectrum(wave: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(frequencies in Hz, power) of a 1-D wave."""
+    return torch.fft.rfftfreq(wave.numel(), 1 / SR), torch.fft.rfft(wave).abs().square()
+
+
+def test_new_augmentations_are_off_by_default_and_draw_no_random_numbers(tmp_path):
+    cfg = AugmentConfig()
+    assert cfg.pitch_prob == cfg.room_prob == cfg.bandlimit_prob == 0.0 and cfg.mel_warp == 0.0
+    random.seed(3)
+    state = random.getstate()
+    assert not draw_wave_augment(cfg, rooms=8)
+    assert random.getstate() == state  # existing configs see the same random sequence as before
+    ds = dataset(tmp_path, cache=True, speeds=[1.0], noise_prob=0.0)
+    assert ds.rooms == []  # no room bank unless rooms are on
+    ds[0]
+    assert list(ds.cache) == [(tmp_path / "a.wav", 1.0)]  # clean: still cached
+
+
+def test_pitch_shift_moves_a_tone_and_keeps_the_duration():
+    t = torch.arange(2 * SR) / SR
+    wave = torch.sin(2 * math.pi * 440 * t)
+    for semitones in (-3.0, 2.0):
+        shifted = pitch_shift(wave, semitones)
+        assert shifted.shape == wave.shape
+        freqs, power = _spectrum(shifted[SR // 4: -SR // 4])
+        peak = freqs[power.argmax()].item()
+        assert abs(12 * math.log2(peak / 440) - semitones) < 0.15, peak
+    torch.testing.assert_close(pitch_shift(wave, 0.0), wave)
+
+
+def test_band_limit_removes_energy_above_the_cutoff_and_below_the_high_pass():
+    wave = torch.from_numpy(np.random.default_rng(0).standard_normal(2 * SR).astype(np.float32)) * 0.1
+    freqs, before = _spectrum(wave)
+    limited = band_limit(wave, 300.0, 3400.0)
+    _, after = _spectrum(limited)
+    assert limited.shape == wave.shape
+    above = freqs > 3900  # the resampler's transition band ends about 15% above the cutoff
+    assert after[above].sum() < 1e-3 * before[above].sum()  # white noise had half its power there
+    low = freqs < 60
+    assert after[low].sum() < 0.1 * before[low].sum()
+    mid = (freqs > 800) & (freqs < 3000)
+    assert after[mid].sum() > 0.8 * before[mid].sum()  # the speech band passes
+
+
+def test_room_bank_is_seeded_and_adds_a_decaying_tail():
+    bank = room_bank(3, [0.3, 0.6], seed=1)
+    again = room_bank(3, [0.3, 0.6], seed=1)
+    assert len(bank) == 3 and all(torch.equal(a, b) for a, b in zip(bank, again))
+    assert not torch.equal(room_bank(1, [0.3, 0.6], seed=2)[0], bank[0])
+    burst = torch.zeros(SR)
+    burst[: SR // 2] = torch.from_numpy(tone(0.5))
+    wet = reverberate(burst, bank[0])
+    assert wet.numel() == burst.numel() + bank[0].numel() - 1
+    tail = wet[SR // 2:]  # the dry signal is silent here
+    energy = [tail[i: i + 1600].square().sum().item() for i in range(0, 4800, 1600)]
+    assert energy[0] > 1e-3 * burst[: SR // 2].square().sum() and energy[0] > energy[1] > energy[2]
+    assert abs(wet.abs().max() - burst.abs().max()) < 1e-5
+
+
+def test_wave_augmentations_are_deterministic_under_a_seed_and_never_cached(tmp_path):
+    on = dict(speeds=[1.0], noise_prob=0.0, pitch_prob=1.0, room_prob=1.0, room_bank=4, bandlimit_prob=1.0)
+    ds = dataset(tmp_path, cache=True, **on)
+    assert len(ds.rooms) == 4
+    clean = dataset(tmp_path, cache=False, speeds=[1.0], noise_prob=0.0)[0][0]
+    random.seed(7)
+    a = ds[0][0]
+    random.seed(7)
+    b = ds[0][0]
+    torch.testing.assert_close(a, b)
+    assert not ds.cache
+    assert a.shape[0] > clean.shape[0]  # the room's tail
+    assert not torch.allclose(a[: clean.shape[0]], clean, atol=0.5)
+    random.seed(8)
+    assert not torch.allclose(ds[0][0][: clean.shape[0]], a[: clean.shape[0]])
+    # each one alone changes the features; a room bank from the same seed is the same in a new dataset
+    for only in (dict(pitch_prob=1.0), dict(room_prob=1.0, room_bank=2), dict(bandlimit_prob=1.0)):
+        feats = dataset(tmp_path, cache=False, speeds=[1.0], noise_prob=0.0, **only)[0][0]
+        assert not torch.allclose(feats[: clean.shape[0]], clean, atol=0.1), only
+    assert all(torch.equal(x, y) for x, y in zip(dataset(tmp_path, cache=False, **on).rooms, ds.rooms))

@@ -1,9 +1,11 @@
 """Training data: manifests -> augmented log-mel batches, bucketed by duration.
 
 Augmentation (training only): speed perturbation, additive coloured noise at a random SNR,
-a random warp of the mel axis (a cheap stand-in for other vocal tracts), digital silence after the
-speech (what `Recognizer.finish` appends at the end of every input), and SpecAugment time/frequency
-masks on the log-mel frames.
+a random warp of the mel axis (vocal-tract-length perturbation, VTLP-like: a cheap stand-in for other
+vocal tracts), digital silence after the speech (what `Recognizer.finish` appends at the end of every
+input), and SpecAugment time/frequency masks on the log-mel frames. Off by default (each with its own
+probability in AugmentConfig): pitch shift with the duration kept, simulated rooms (a seeded bank of
+pyroomacoustics impulse responses made when the dataset starts) and phone/laptop band-limiting.
 """
 from __future__ import annotations
 
@@ -42,9 +44,18 @@ class AugmentConfig:
     time_mask_frames: int = 40
     freq_masks: int = 2
     freq_mask_bins: int = 15
-    mel_warp: float = 0.0  # stretch the mel axis by a random factor in [1 - mel_warp, 1 + mel_warp]
+    mel_warp: float = 0.0  # VTLP-like: stretch the mel axis by a random factor in [1 - mel_warp, 1 + mel_warp]
     silence_prob: float = 0.0  # share of utterances followed by digital silence ...
     silence_seconds: float = 0.4  # ... of a random length up to this
+    pitch_prob: float = 0.0  # share of utterances pitch-shifted (duration kept) ...
+    pitch_semitones: float = 3.0  # ... by a random amount in [-this, +this]
+    room_prob: float = 0.0  # share of utterances played in a simulated room: ...
+    room_bank: int = 64  # ... one of this many pyroomacoustics impulse responses, made when the dataset starts ...
+    room_rt60: list[float] = field(default_factory=lambda: [0.15, 0.8])  # ... with reverberation times in this range (s) ...
+    room_seed: int = 0  # ... from this seed
+    bandlimit_prob: float = 0.0  # share of utterances band-limited like a phone or laptop microphone: ...
+    bandlimit_low_pass_hz: list[float] = field(default_factory=lambda: [3400.0, 7000.0])  # ... cut above this ...
+    bandlimit_high_pass_hz: list[float] = field(default_factory=lambda: [50.0, 300.0])  # ... and below this
 
 
 @dataclass
@@ -104,6 +115,88 @@ def warp_mel(feats: Tensor, factor: float) -> Tensor:
     return feats[:, low] * (1 - weight) + feats[:, high] * weight
 
 
+def pitch_shift(wave: Tensor, semitones: float, n_fft: int = 512) -> Tensor:
+    """Shift the pitch by about `semitones`, keeping the duration: torchaudio's phase vocoder stretches
+    time, then a resample restores the length. The resample's source rate is rounded to 100 Hz, which
+    keeps its kernel small (torchaudio.functional.pitch_shift resamples between rates with no common
+    factor: ~10 s per second of audio) and the shift within 0.1 semitone of the request."""
+    source_rate = round(SAMPLE_RATE * 2 ** (semitones / 12) / 100) * 100
+    if source_rate == SAMPLE_RATE or wave.numel() < n_fft:
+        return wave
+    rate = SAMPLE_RATE / source_rate  # < 1: stretched longer, then played back faster (higher pitch)
+    hop, window = n_fft // 4, torch.hann_window(n_fft)
+    spec = torch.stft(wave, n_fft, hop, window=window, return_complex=True)
+    advance = torch.linspace(0, math.pi * hop, spec.shape[-2])[..., None]
+    stretched = torchaudio.functional.phase_vocoder(spec, rate, advance)
+    longer = torch.istft(stretched, n_fft, hop, window=window, length=round(wave.numel() / rate))
+    out = torchaudio.functional.resample(longer, source_rate, SAMPLE_RATE)
+    return torch.nn.functional.pad(out, (0, max(0, wave.numel() - out.numel())))[: wave.numel()]
+
+
+def room_bank(n: int, rt60: list[float], seed: int) -> list[Tensor]:
+    """`n` impulse responses of random shoebox rooms (pyroomacoustics' image source method), seeded.
+
+    Rooms are 3-10 x 3-8 x 2.4-4 m with a reverberation time drawn from `rt60` (s); the source and the
+    microphone are anywhere 0.5 m from the walls; reflections are capped at order 40 (~30 ms a room).
+    Each response starts at its direct path, scaled to a peak of 1."""
+    import pyroomacoustics as pra  # noqa: PLC0415 (the train extra; only needed when rooms are on)
+
+    rng = np.random.default_rng(seed)
+    bank = []
+    for _ in range(n):
+        dims = rng.uniform([3.0, 3.0, 2.4], [10.0, 8.0, 4.0])
+        absorption, order = pra.inverse_sabine(float(rng.uniform(*rt60)), dims)
+        room = pra.ShoeBox(dims, fs=SAMPLE_RATE, materials=pra.Material(absorption), max_order=min(order, 40))
+        room.add_source(rng.uniform(0.5, dims - 0.5))
+        room.add_microphone(rng.uniform(0.5, dims - 0.5))
+        room.compute_rir()
+        rir = np.asarray(room.rir[0][0], np.float32)
+        rir = rir[int(np.abs(rir).argmax()):]
+        bank.append(torch.from_numpy(rir / np.abs(rir).max()))
+    return bank
+
+
+def reverberate(wave: Tensor, rir: Tensor) -> Tensor:
+    """`wave` played in a room: convolved with `rir` (its decaying tail kept), at the same peak level."""
+    out = torchaudio.functional.fftconvolve(wave, rir)
+    return out * (wave.abs().max() / out.abs().max().clamp_min(1e-8))
+
+
+def band_limit(wave: Tensor, high_pass_hz: float, low_pass_hz: float) -> Tensor:
+    """A phone's or laptop microphone's band: nothing above `low_pass_hz` (a round trip through twice
+    that sample rate with torchaudio's windowed-sinc resampler), then a high-pass biquad."""
+    rate = int(2 * low_pass_hz // 100) * 100
+    if rate < SAMPLE_RATE:
+        wave = torchaudio.functional.resample(wave, SAMPLE_RATE, rate)
+        wave = torchaudio.functional.resample(wave, rate, SAMPLE_RATE)
+    return torchaudio.functional.highpass_biquad(wave, SAMPLE_RATE, high_pass_hz)
+
+
+@dataclass(frozen=True)
+class WaveAugment:
+    """The waveform augmentations drawn for one utterance (None: not applied)."""
+
+    semitones: float | None = None  # pitch shift
+    room: int | None = None  # index into the dataset's room bank
+    band: tuple[float, float] | None = None  # (high-pass Hz, low-pass Hz)
+
+    def __bool__(self) -> bool:
+        return self != WaveAugment()
+
+
+def draw_wave_augment(aug: AugmentConfig, rooms: int) -> WaveAugment:
+    """Draw one utterance's WaveAugment from the shared `random` state. An augmentation whose
+    probability is 0 draws nothing, so configs without them see the same random sequence as before."""
+    semitones = room = band = None
+    if aug.pitch_prob > 0 and random.random() < aug.pitch_prob:
+        semitones = random.uniform(-aug.pitch_semitones, aug.pitch_semitones)
+    if aug.room_prob > 0 and rooms and random.random() < aug.room_prob:
+        room = random.randrange(rooms)
+    if aug.bandlimit_prob > 0 and random.random() < aug.bandlimit_prob:
+        band = (random.uniform(*aug.bandlimit_high_pass_hz), random.uniform(*aug.bandlimit_low_pass_hz))
+    return WaveAugment(semitones, room, band)
+
+
 class SpeechDataset(Dataset):
     """Utterance i -> (log-mel (T, F), token ids (U,))."""
 
@@ -113,22 +206,32 @@ class SpeechDataset(Dataset):
         self.fbank = Fbank()
         self.silent_frame = torch.from_numpy(self.fbank(np.zeros(self.fbank.cfg.win_length, np.float32)))  # (1, F)
         self.cache: dict[tuple[Path, float], Tensor] | None = {} if cache else None
+        rooms = augment is not None and augment.room_prob > 0
+        self.rooms = room_bank(augment.room_bank, augment.room_rt60, augment.room_seed) if rooms else []
 
-    def features(self, audio: Path, speed: float, snr_db: float | None) -> Tensor:
+    def features(self, audio: Path, speed: float, snr_db: float | None, wave_aug: WaveAugment | None = None) -> Tensor:
         """Log-mel (T, F) of `audio` played at `speed`, with noise at `snr_db` (None: clean).
 
+        `wave_aug` applies, in order, a pitch shift and a room before the noise, and band-limiting
+        after it (the microphone hears the noise too).
         Clean features are cached (as float16) when caching is on: decoding and resampling then
         happen once per (utterance, speed) instead of once per epoch."""
-        key, cacheable = (audio, speed), snr_db is None and self.cache is not None
+        key, cacheable = (audio, speed), snr_db is None and not wave_aug and self.cache is not None
         if cacheable and key in self.cache:
             return self.cache[key].float()
         wave = load_audio(audio)
         if speed != 1.0:  # play faster/slower: resample as if recorded at rate * speed
             wave = resample(wave, int(SAMPLE_RATE * speed), SAMPLE_RATE)
         wave = torch.from_numpy(wave)
+        if wave_aug and wave_aug.semitones is not None:
+            wave = pitch_shift(wave, wave_aug.semitones)
+        if wave_aug and wave_aug.room is not None:
+            wave = reverberate(wave, self.rooms[wave_aug.room])
         if snr_db is not None:
             wave = add_noise(wave, snr_db)
-        feats = torch.from_numpy(self.fbank(wave.numpy()))
+        if wave_aug and wave_aug.band is not None:
+            wave = band_limit(wave, *wave_aug.band)
+        feats = torch.from_numpy(self.fbank(wave.numpy().astype(np.float32, copy=False)))
         if cacheable:
             self.cache[key] = feats.half()
         return feats
@@ -142,7 +245,8 @@ class SpeechDataset(Dataset):
             feats = self.features(utt.audio, 1.0, None)
         else:
             snr_db = random.uniform(*aug.snr_db) if random.random() < aug.noise_prob else None
-            feats = self.features(utt.audio, random.choice(aug.speeds), snr_db)
+            speed = random.choice(aug.speeds)
+            feats = self.features(utt.audio, speed, snr_db, draw_wave_augment(aug, len(self.rooms)))
             if aug.mel_warp > 0:
                 feats = warp_mel(feats, random.uniform(1 - aug.mel_warp, 1 + aug.mel_warp))
             if random.random() < aug.silence_prob:
