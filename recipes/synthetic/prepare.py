@@ -1,9 +1,10 @@
 """Generate a multi-voice synthetic English speech corpus offline.
 
     python recipes/synthetic/prepare.py --text-dir ../shared/data/text --out data/synthetic \
-        --hours-train 8 --jobs 2 [--engines espeak flite festival hibari piper kokoro]
+        --hours-train 8 --jobs 2 [--engines espeak flite festival hibari piper kokoro kokoro_en]
 
-Writes <out>/train.jsonl and <out>/check.jsonl ({"audio", "duration", "text", "speaker"}),
+Writes <out>/train.jsonl (--train-manifest), <out>/check.jsonl (the first six engines' held-out voices),
+<out>/check_kokoro_en.jsonl (Kokoro's four held-out English voices) ({"audio", "duration", "text", "speaker"}),
 16 kHz mono FLAC under <out>/audio/<speaker>/, and <out>/train_text.txt: every training-side sentence
 (normalised, synthesised or not; never a held-out or dev one), the text for the word LM. --text-only
 writes just that file. Files that exist are reused (resume); the manifests
@@ -145,7 +146,8 @@ class Stream:
 
     def __init__(self, engine: str, sentences: list[Sentence], seed: int) -> None:
         self.engine, self.sentences, self.seed = engine, sentences, seed
-        self.voices = [v for v in E.voices(engine) if not E.is_held_out(v)]
+        self.voices = E.train_voices(engine)  # never a held-out voice (E.never_train)
+        self.probs = E.voice_probs(engine, self.voices)
         self.done: list[tuple[Item, float]] = []  # generated prefix: (item, duration)
         self.hours = 0.0
         self.synth_s = self.audio_s = 0.0  # for the x-real-time report
@@ -153,7 +155,10 @@ class Stream:
 
     def item(self, i: int) -> Item:
         rng = np.random.default_rng(stable_seed(self.seed, self.engine, i))
-        voice = self.voices[int(rng.integers(len(self.voices)))]
+        if self.probs is None:
+            voice = self.voices[int(rng.integers(len(self.voices)))]
+        else:
+            voice = self.voices[int(rng.choice(len(self.voices), p=self.probs))]
         s = self.sentences[i]
         return Item(s, voice, stable_seed(self.seed, voice.speaker, s.sid))
 
@@ -202,6 +207,31 @@ def check_items(held: list[Sentence], engines: list[str], n: int, seed: int) -> 
     return items
 
 
+def kokoro_check_items(held: list[Sentence], n: int, seed: int) -> list[Item]:
+    """Held-out sentences spoken in turn by Kokoro's four held-out English voices (E.KOKORO_EN_CHECK)."""
+    rng = np.random.default_rng(stable_seed(seed, "check_kokoro_en"))
+    check_v = [v for v in E.voices("kokoro_en") if E.is_held_out(v)]
+    assert [v.args[0][0] for v in check_v] == sorted(E.KOKORO_EN_CHECK, key=E.KOKORO_EN_VOICES.index)
+    items = []
+    for k, j in enumerate(rng.permutation(len(held))[:n]):
+        v = check_v[k % len(check_v)]
+        items.append(Item(held[j], v, stable_seed(seed, v.speaker, held[j].sid)))
+    return items
+
+
+def train_slices(n: int, seed: int, engines: list[str]) -> dict[str, np.ndarray]:
+    """Which train sentences (indices) each engine reads; no two engines share one.
+
+    One seeded permutation: its first half is dealt round-robin to the six original engines
+    (E.LEGACY_ENGINES, fixed order, so their items never change), its second half is Kokoro English's
+    alone (sentences no other voice has spoken)."""
+    order = np.random.default_rng(seed).permutation(n)
+    half = order[: n // 2]
+    out = {e: half[k::len(E.LEGACY_ENGINES)] for k, e in enumerate(E.LEGACY_ENGINES)}
+    out["kokoro_en"] = order[n // 2:]
+    return {e: out[e] for e in engines}
+
+
 def write_manifest(path: Path, rows: list[tuple[Item, float]]) -> None:
     tmp = path.with_suffix(".jsonl.tmp")
     with tmp.open("w", encoding="utf-8") as f:
@@ -222,6 +252,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--engines", nargs="+", default=list(E.SYNTH), choices=list(E.SYNTH))
     p.add_argument("--train-engines", nargs="+", default=None, choices=list(E.SYNTH),
                    help="engines that make train.jsonl (default: --engines); the check set uses all of --engines")
+    p.add_argument("--train-manifest", default="train.jsonl",
+                   help="file name of the train manifest in --out (e.g. train_kokoro_en.jsonl for a build of "
+                        "--train-engines kokoro_en alone, so it does not replace train.jsonl)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=4, help="manifests are rewritten after each round")
@@ -251,28 +284,39 @@ def main(argv: list[str] | None = None) -> None:
         E.prepare_once(e)
 
     # Each engine reads its own slice of one shuffled sentence list, so engines never share a sentence.
-    order = np.random.default_rng(a.seed).permutation(len(train_s))
-    allk = list(E.SYNTH)
     train_engines = [e for e in engines if a.train_engines is None or e in a.train_engines]
-    streams = [Stream(e, [train_s[j] for j in order[allk.index(e)::len(allk)]], a.seed) for e in train_engines]
+    for e in [e for e in train_engines if not E.train_voices(e)]:
+        log.info("engine %s has no training voice (all held out): it makes no train items", e)
+    train_engines = [e for e in train_engines if E.train_voices(e)]
+    slices = train_slices(len(train_s), a.seed, train_engines)
+    streams = [Stream(e, [train_s[j] for j in slices[e]], a.seed) for e in train_engines]
     share = {e: E.WEIGHTS[e] / sum(E.WEIGHTS[x] for x in train_engines) for e in train_engines}
+    train_path = a.out / a.train_manifest
 
     with Pool(a.jobs) as pool:
-        checks = check_items(held_s, engines, a.check_utts, a.seed)
-        results = pool.map(synthesize, [(it, str(a.out)) for it in checks], chunksize=4)
-        write_manifest(a.out / "check.jsonl", [(it, r[1]) for it, r in zip(checks, results) if r[1] > 0])
+        legacy = [e for e in engines if e in E.LEGACY_ENGINES]
+        check_sets = {"check.jsonl": check_items(held_s, legacy, a.check_utts, a.seed) if legacy else [],
+                      "check_kokoro_en.jsonl": kokoro_check_items(held_s, a.check_utts, a.seed)
+                      if "kokoro_en" in engines else []}
+        n_check = 0
+        for name, checks in check_sets.items():
+            if not checks or not a.check_utts:
+                continue
+            results = pool.map(synthesize, [(it, str(a.out)) for it in checks], chunksize=4)
+            write_manifest(a.out / name, [(it, r[1]) for it, r in zip(checks, results) if r[1] > 0])
+            n_check += sum(1 for r in results if r[1] > 0)
         for st in streams:  # pick up what a previous run made, so the manifest only grows
             extend(st, a.hours_train * share[st.engine], None, a.out)
-        write_manifest(a.out / "train.jsonl", [row for st in streams for row in st.done])
+        write_manifest(train_path, [row for st in streams for row in st.done])
         for r in range(1, a.rounds + 1):
             for st in streams:
                 extend(st, a.hours_train * share[st.engine] * r / a.rounds, pool, a.out)
                 log.info("round %d %-8s %6.2f h %5d utts %s", r, st.engine, st.hours, len(st.done),
                          f"{st.audio_s / st.synth_s:.1f}x real time per job" if st.synth_s else "")
-                write_manifest(a.out / "train.jsonl", [row for st in streams for row in st.done])
+                write_manifest(train_path, [row for st in streams for row in st.done])
     total = sum(st.hours for st in streams)
-    log.info("done: train %.2f h in %d utts, check %d utts", total, sum(len(st.done) for st in streams),
-             sum(1 for r in results if r[1] > 0))
+    log.info("done: train %.2f h in %d utts (%s), check %d utts", total, sum(len(st.done) for st in streams),
+             train_path, n_check)
 
 
 if __name__ == "__main__":
