@@ -13,6 +13,7 @@ import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import lightning as L
 import numpy as np
@@ -268,15 +269,35 @@ def collate(batch: list[tuple[Tensor, Tensor]]) -> dict[str, Tensor]:
 class BucketBatchSampler(Sampler[list[int]]):
     """Batches of similar duration holding at most `max_seconds` of audio, reshuffled each epoch.
 
-    Under DDP each rank takes every world_size-th batch of the same epoch-seeded order.
+    Under DDP every rank builds the same epoch-seeded list of batches and takes every world_size-th
+    one, so the ranks' shares are disjoint. The list is first made a multiple of world_size long by
+    halving its largest batches (never duplicating an utterance unless there are fewer utterances
+    than ranks): every rank gets the same number of batches, so no rank waits in a collective for
+    one that has run out. rank and world_size default to torch.distributed's, read at iteration
+    time (Lightning builds the loaders after the process group exists); train.py sets
+    Trainer(use_distributed_sampler=False) as Lightning cannot shard a batch sampler of this kind.
     """
 
-    def __init__(self, durations: list[float], max_seconds: float, shuffle: bool, seed: int = 0):
+    def __init__(self, durations: list[float], max_seconds: float, shuffle: bool, seed: int = 0,
+                 rank: int | None = None, world_size: int | None = None):
         self.durations, self.max_seconds, self.shuffle, self.seed = durations, max_seconds, shuffle, seed
+        self.rank, self.world_size = rank, world_size
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+
+    @property
+    def sampler(self) -> BucketBatchSampler:
+        """Lightning calls set_epoch on `dataloader.batch_sampler.sampler`, not on the batch sampler itself."""
+        return self
+
+    def _shard(self) -> tuple[int, int]:
+        """(rank, world_size): the given ones, else torch.distributed's, else (0, 1)."""
+        rank, world = 0, 1
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        return (rank if self.rank is None else self.rank), (world if self.world_size is None else self.world_size)
 
     def _batches(self) -> list[list[int]]:
         rng = random.Random(self.seed + self.epoch)
@@ -290,18 +311,31 @@ class BucketBatchSampler(Sampler[list[int]]):
             batch.append(i)
         if batch:
             batches.append(batch)
+        rank, world = self._shard()
+        batches = even_batches(batches, world)
         if self.shuffle:
             rng.shuffle(batches)
-        rank, world = 0, 1
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
         return batches[rank::world]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[list[int]]:
         return iter(self._batches())
 
     def __len__(self) -> int:
         return len(self._batches())
+
+
+def even_batches(batches: list[list[int]], world: int) -> list[list[int]]:
+    """`batches` made a multiple of `world` long: the largest batches are halved (which keeps every
+    batch within its audio budget); only when there are fewer utterances than that are batches repeated."""
+    batches = list(batches)
+    target = -(-len(batches) // world) * world
+    while len(batches) < target:
+        largest = max(range(len(batches)), key=lambda j: len(batches[j]))
+        if len(batches[largest]) < 2:
+            break
+        batch = batches[largest]
+        batches[largest:largest + 1] = [batch[:len(batch) // 2], batch[len(batch) // 2:]]
+    return batches + [batches[i % len(batches)] for i in range(target - len(batches))] if batches else batches
 
 
 class SpeechDataModule(L.LightningDataModule):

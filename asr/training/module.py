@@ -23,6 +23,15 @@ def warmup_cosine(step: int, cfg: OptimConfig) -> float:
     return cfg.final_ratio + (1 - cfg.final_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+def gather_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Every rank's (reference, hypothesis) pairs, in rank order; `pairs` itself outside DDP."""
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return pairs
+    shares: list[list[tuple[str, str]] | None] = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(shares, pairs)
+    return [pair for share in shares for pair in share]
+
+
 class CTCModule(L.LightningModule):
     def __init__(self, model_cfg: EncoderConfig, optim_cfg: OptimConfig, tokenizer: Tokenizer):
         super().__init__()
@@ -51,7 +60,9 @@ class CTCModule(L.LightningModule):
             self.refs.append(self.tokenizer.decode(target))
 
     def on_validation_epoch_end(self) -> None:
-        pairs = [(r, h) for r, h in zip(self.refs, self.hyps) if r.strip()]
+        # Under DDP each rank decoded its own share of the validation set: WER and CER are computed
+        # over every rank's pairs (not averaged per rank), so each rank logs the same, exact value.
+        pairs = [(r, h) for r, h in gather_pairs(list(zip(self.refs, self.hyps))) if r.strip()]
         if pairs:
             refs, hyps = zip(*pairs)
             self.log("val_wer", 100 * jiwer.wer(list(refs), list(hyps)), prog_bar=True, sync_dist=True)

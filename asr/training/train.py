@@ -6,7 +6,9 @@ the exported `model.safetensors`. Running the same command again resumes from th
 from __future__ import annotations
 
 import logging
+import os
 import random
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -56,27 +58,39 @@ def new_module(cfg: TrainConfig, train_utts: list) -> CTCModule:
     return module
 
 
+def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeout: float = 3600.0) -> CTCModule:
+    """The run's starting module. Rank 0 builds it (from init_from, or a new tokenizer and CMVN) and
+    writes `initial` once, atomically; the other ranks wait for that file and load it, so every rank
+    holds the same tokenizer and CMVN even when a launcher (torchrun, SLURM) starts them all at once."""
+    if initial.exists():
+        return module_from_model(initial, cfg.optim, cfg.model.dropout)
+    if not is_global_zero:
+        deadline = time.monotonic() + timeout
+        while not initial.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"rank 0 did not write {initial} within {timeout:.0f} s")
+            time.sleep(1.0)
+        return module_from_model(initial, cfg.optim, cfg.model.dropout)
+    if cfg.init_from:
+        module = module_from_model(cfg.init_from, cfg.optim, cfg.model.dropout)
+    else:
+        module = new_module(cfg, load_sources(cfg.data.train, cfg.data.max_duration))
+    partial = initial.with_name(f".{initial.stem}.{os.getpid()}{initial.suffix}")
+    save_model(partial, module.encoder, module.tokenizer)
+    os.replace(partial, initial)
+    return module
+
+
 def train(cfg: TrainConfig) -> Path:
-    """Fit (or resume) the run in cfg.run_dir and export its best model; returns the model path."""
+    """Fit (or resume) the run in cfg.run_dir and export its best model; returns the model path.
+
+    Under DDP every rank runs this: only rank 0 writes the initial model, the config and the export."""
     torch.set_num_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True)
     run_dir = Path(cfg.run_dir)
     ckpt_dir = run_dir / "checkpoints"
     run_dir.mkdir(parents=True, exist_ok=True)
     last = ckpt_dir / "last.ckpt"
-    initial = run_dir / "initial.safetensors"  # tokenizer + CMVN fixed at the first start
-    source = initial if initial.exists() else cfg.init_from
-    if source:
-        module = module_from_model(source, cfg.optim, cfg.model.dropout)
-    else:
-        module = new_module(cfg, load_sources(cfg.data.train, cfg.data.max_duration))
-    if not initial.exists():
-        save_model(initial, module.encoder, module.tokenizer)
-    OmegaConf.save(cfg, run_dir / "config.yaml")
-    data = SpeechDataModule(cfg.data, module.tokenizer)
-    log.info("train %d utts (%.1f h), valid %d utts, %.2fM parameters", len(data.train_utts),
-             sum(u.duration for u in data.train_utts) / 3600, len(data.valid_utts),
-             sum(p.numel() for p in module.encoder.parameters()) / 1e6)
     # Order matters: last.ckpt is written after the step checkpoint of the same step, so the list of
     # kept step checkpoints it stores (and a resumed run prunes from) already holds that step.
     checkpoints = [
@@ -85,10 +99,23 @@ def train(cfg: TrainConfig) -> Path:
                         save_top_k=cfg.keep_checkpoints, monitor="step", mode="max", auto_insert_metric_name=False),
         ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=0, every_n_train_steps=cfg.checkpoint_every_steps),
     ]
+    # The batch sampler shards itself across ranks (BucketBatchSampler): Lightning must not try to.
     trainer = L.Trainer(**OmegaConf.to_container(OmegaConf.structured(cfg.trainer)),
                         default_root_dir=run_dir, logger=CSVLogger(run_dir, name="logs"),
-                        callbacks=[*checkpoints, LearningRateMonitor("step")])
+                        callbacks=[*checkpoints, LearningRateMonitor("step")], use_distributed_sampler=False)
+    # The ranks are known once the Trainer exists (from the launcher's environment).
+    module = initial_module(cfg, run_dir / "initial.safetensors", trainer.is_global_zero)
+    if trainer.global_rank:  # rank 0's seed as on one device; the others draw their own augmentation and dropout
+        L.seed_everything(cfg.seed + trainer.global_rank, workers=True)
+    if trainer.is_global_zero:
+        OmegaConf.save(cfg, run_dir / "config.yaml")
+    data = SpeechDataModule(cfg.data, module.tokenizer)
+    log.info("train %d utts (%.1f h), valid %d utts, %.2fM parameters", len(data.train_utts),
+             sum(u.duration for u in data.train_utts) / 3600, len(data.valid_utts),
+             sum(p.numel() for p in module.encoder.parameters()) / 1e6)
     trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None)
+    if not trainer.is_global_zero:  # rank 0 exports
+        return run_dir / "model.safetensors"
     best = checkpoints[0].best_model_path or str(last)
     return export_checkpoint(run_dir, [Path(best)])
 
