@@ -39,6 +39,12 @@ def _non_negative(text: str) -> float:
 positive_int, positive_float = _positive(int), _positive(float)
 
 
+def new_parser(module: str, doc: str | None) -> argparse.ArgumentParser:
+    """The parser of `python -m <module>`, its docstring as the description (kept as written)."""
+    return argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def add_model_args(parser: argparse.ArgumentParser) -> None:
     """--model, --backend, --onnx-dir, --threads."""
     parser.add_argument("--model", help="model file (.safetensors; with --backend onnx an exported folder); "

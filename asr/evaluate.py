@@ -14,7 +14,6 @@ the bundled model, --greedy for greedy CTC, --lm for another LM (python -m asr.t
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -84,8 +83,7 @@ def summarize(results: list[UttResult], latencies: list[float]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr.evaluate", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.new_parser("asr.evaluate", __doc__)
     cli.add_manifest_args(parser)
     parser.add_argument("--streaming", action="store_true", help="feed the audio in chunks of --chunk-ms")
     cli.add_chunk_ms(parser, 500.0, "streaming chunk in ms (default 500)")

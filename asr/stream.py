@@ -69,8 +69,7 @@ def compare_offline(recognizer: Recognizer, wave: np.ndarray, chunk_samples: int
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m asr.stream", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.new_parser("asr.stream", __doc__)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--file", help="audio file fed through the streaming path")
     source.add_argument("--mic", action="store_true", help="live input (16 kHz mono int16 via PortAudio)")

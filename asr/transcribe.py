@@ -106,8 +106,7 @@ def _output_name(path: Path, fmt: str, used: set[str]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m asr.transcribe", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.new_parser("asr.transcribe", __doc__)
     parser.add_argument("inputs", nargs="+", metavar="AUDIO_OR_DIR_OR_MANIFEST")
     cli.add_model_args(parser)
     parser.add_argument("--format", choices=FORMATS, default="txt", help="output format (default txt)")

@@ -11,7 +11,6 @@ defaults in `asr.decoding.beam.BeamConfig` when they belong to the bundled model
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from itertools import product
 from pathlib import Path
@@ -42,8 +41,7 @@ def grid_search(logprobs: list, refs: list[str], tokenizer, lm: str, weights: li
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr.tools.tune_lm", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = cli.new_parser("asr.tools.tune_lm", __doc__)
     cli.add_manifest_args(parser)
     parser.add_argument("--lm", nargs="+", help="ARPA word LM(s) to compare; default: the bundled one")
     parser.add_argument("--lm-weights", type=float, nargs="+", default=[0.5, 1.0, 1.5])
@@ -67,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"lm={lm}", flush=True)
             rows += [(str(lm), *row) for row in grid_search(logprobs, refs, recognizer.tokenizer, str(lm),
                                                             args.lm_weights, args.word_scores, args.beam_size)]
-    except (ManifestError, ModelError, AudioError, FileNotFoundError) as err:
-        print(f"asr.tools.tune_lm: error: {err}", file=sys.stderr)
+    except (ManifestError, ModelError, AudioError, LMError, FileNotFoundError) as err:
+        cli.error("tools.tune_lm", err)
         return 1
     lm, weight, word_score, words, chars = min(rows, key=lambda r: (r[3].rate(), r[4].rate()))
     print(f"best: --lm {lm} --lm-weight {weight:g} --word-score {word_score:g} WER={words.rate() * 100:.2f} "

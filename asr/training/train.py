@@ -16,7 +16,7 @@ import lightning as L
 import torch
 from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from asr.training.config import OptimConfig, TrainConfig, register_configs
 from asr.training.module import CTCModule
