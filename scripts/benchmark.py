@@ -272,19 +272,19 @@ def main(argv: list[str] | None = None) -> int:
     results["presets"] = presets(recognizer, args.preset_seconds)
     first = results["sets"][0]
     results["default_preset_wer"] = {"set": first["name"], "wer": first["streaming"]["wer"]}
-    # --- ONNX deployment rows (issue 21): scripts/bench/onnx.py measures them and writes OUT/onnx.md + onnx.json ---
-    if not args.smoke:
-        from bench import onnx as onnx_bench
+    if not args.smoke:  # deployment, serving and load: each measured by its own script, OUT/<name>.md + .json
+        from bench import load as load_bench, onnx as onnx_bench, serve as serve_bench
         log("onnx: torch vs ONNX fp32 vs ONNX int8")
         results["onnx"] = onnx_bench.run(limit=args.limit, out=args.out)
-    # --- end of the ONNX rows ---
-    # --- asr.serve under load (issue 20): scripts/bench/serve.py runs N real-time clients, writes OUT/serve.md + serve.json ---
-    if not args.smoke:
-        from bench import serve as serve_bench
         log("serve: concurrent real-time streams")
         serve_bench.main(["--out", str(args.out)])
         results["serve"] = json.loads((args.out / "serve.json").read_text())
-    # --- end of the serve rows ---
+        log("transcription under CPU load")
+        load_bench.main(["--out", str(args.out)])
+        results["load"] = json.loads((args.out / "load.json").read_text())
+        results["sections"] = [(title, (args.out / f"{name}.md").read_text()) for title, name in
+                               (("7. Torch, ONNX fp32 and ONNX int8", "onnx"), ("8. The streaming server", "serve"),
+                                ("9. Transcription under CPU load", "load"))]
     results["targets"] = targets(results)
     results["meta"] = {"command": "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
                        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),

@@ -128,7 +128,9 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
             "hypotheses in `benchmarks/peers/`); each is followed by ours on exactly those utterances.\n",
             accuracy_table(results), "",
             "## 2. Streaming latency\n",
-            "Chunk compute: wall time of one `Recognizer.step` on 500 ms of audio, 1 thread. Word end -> shown: "
+            "Chunk compute: wall time of one 500 ms chunk, 1 thread: the model's `Recognizer.step` plus the "
+            "decoder's work for it (feeding the search and reading the partial), with the default decoding "
+            "(the word-LM search where there is an LM). Word end -> shown: "
             "from the end of a word in the audio (its last token's frame, from the model's word times) until the "
             "end of the chunk that emitted it plus that chunk's compute, i.e. buffering + compute delay as a live "
             "microphone would see it (the model's own emission lag behind the true acoustic end is not "
@@ -181,5 +183,7 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
             "partial hypothesis after each). Whisper and Moonshine cannot stream: their cost of re-decoding all "
             "audio so far after every 500 ms chunk is measured on the first utterances (re-run RTF = total "
             "re-decode time / audio time).\n", peer_cost_table(results), ""]
+    for title, text in results.get("sections", []):
+        out += [f"## {title}\n", text]
     out += ["## Plots\n"] + ([f"![{p}]({p})" for p in plots] or [plot_note]) + [""]
     return "\n".join(out)
