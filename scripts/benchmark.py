@@ -164,6 +164,11 @@ def presets(recognizer: Recognizer, seconds: float) -> list[dict]:
     return rows
 
 
+def _body(markdown: str) -> str:
+    """A report's text without its own top-level title (RESULTS.md gives it a numbered one)."""
+    return markdown.split("\n", 1)[1].lstrip() if markdown.startswith("# ") else markdown
+
+
 def memory_runs(args: argparse.Namespace) -> list[dict]:
     import subprocess
     rows = []
@@ -282,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         log("transcription under CPU load")
         load_bench.main(["--out", str(args.out)])
         results["load"] = json.loads((args.out / "load.json").read_text())
-        results["sections"] = [(title, (args.out / f"{name}.md").read_text()) for title, name in
+        results["sections"] = [(title, _body((args.out / f"{name}.md").read_text())) for title, name in
                                (("7. Torch, ONNX fp32 and ONNX int8", "onnx"), ("8. The streaming server", "serve"),
                                 ("9. Transcription under CPU load", "load"))]
     results["targets"] = targets(results)
