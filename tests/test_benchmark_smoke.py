@@ -55,8 +55,9 @@ def test_benchmark_smoke_writes_results(model_path: Path, tone_manifest: Path, t
     results = (out / "RESULTS.md").read_text()
     assert "Smoke run" in results and "untrained" in results
     targets = {row[0]: row for row in _rows(results, "## Targets")}
-    p95 = targets["streaming compute p95 per 500 ms chunk, 1 thread"]
+    p95 = targets["streaming compute p95 per 500 ms chunk (model + decoder), 1 thread"]
     assert _number(p95[1]) > 0
+    assert _number(targets["end of speech -> final, median"][1]) > 0
     assert 0 < _number(targets["streaming RTF, 1 thread"][1]) < 10
     memory = [row for name, row in targets.items() if name.startswith("peak RSS growth")]
     assert memory and memory[0][3] in ("yes", "NO")
