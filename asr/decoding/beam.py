@@ -119,9 +119,10 @@ class WordLM:
         if separator:
             self.end_frame = np.full((1, len(units)), _IMPOSSIBLE, np.float32)
             self.end_frame[0, self.silence] = 0.0
-        words = [word for word in arpa_words(self.path) if tokenizer.spell(word)][:cfg.lexicon_words]
+        spelled = [(word, spelling) for word in arpa_words(self.path) if (spelling := tokenizer.spell(word))]
+        spelled = spelled[:cfg.lexicon_words] + [(UNK, [UNK])]
         self.words = Dictionary()  # word -> index, entry by entry (a lexicon dict of lists costs ~30 MB more)
-        for word in [*words, UNK]:
+        for word, _ in spelled:
             self.words.add_entry(word)
         try:
             with _quiet_stderr():
@@ -130,10 +131,9 @@ class WordLM:
             raise LMError(f"{self.path}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
         self.trie = Trie(len(units), self.silence)
         start = self.lm.start(False)
-        for word in [*words, UNK]:
+        for word, spelling in spelled:
             index = self.words.get_index(word)
             _, score = self.lm.score(start, index)
-            spelling = [UNK] if word == UNK else tokenizer.spell(word)
             self.trie.insert([self.units.get_index(unit) for unit in spelling], index, score)
         self.trie.smear(SmearingMode.MAX)
         self.options = LexiconDecoderOptions(
