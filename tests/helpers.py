@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import json
+import logging
+import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -46,3 +50,28 @@ def small_manifest(tmp_path: Path, count: int) -> Path:
     path = tmp_path / "small.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
+
+
+def in_process(command: list[str], cwd=None, **_) -> subprocess.CompletedProcess:
+    """Run `python -m MODULE ARGS` or `python SCRIPT ARGS` here, as its own process would from `cwd`: a
+    stand-in for `subprocess.run` in asr.training.recipe, so that a recipe's steps import torch, Lightning
+    and Hydra once rather than once per step."""
+    assert command[0] == sys.executable, command
+    module = command[2] if command[1] == "-m" else None
+    saved_argv, root = sys.argv, logging.getLogger()
+    saved_logging = root.handlers[:], root.level  # Hydra configures logging for each job it runs
+    sys.argv = [module or command[1], *command[3 if module else 2:]]
+    code = 0
+    try:
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(str(ROOT / command[1]), run_name="__main__")
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    finally:
+        sys.argv = saved_argv
+        for handler in set(root.handlers) - set(saved_logging[0]):
+            handler.close()
+        root.handlers[:], root.level = saved_logging
+    return subprocess.CompletedProcess(command, code)

@@ -1,14 +1,12 @@
 """The default model's recipe as one resumable command (recipes/mixture/reproduce.py), run at toy scale:
 every step runs in order, the default model is the mean of its two parents, and a rerun skips every step.
 
-The chain's steps run in this process: `subprocess.run` in reproduce.py is replaced by a runner that
+The chain's steps run in this process: `subprocess.run` in the step runner (asr.training.recipe) is replaced by one that
 executes each step's exact command line (`python -m MODULE ...` or `python SCRIPT ...`) with runpy, so
 torch, Lightning and Hydra are imported once rather than once per step. The rerun and the refusals go
 through the script as a real subprocess."""
 import importlib.util
-import logging
 import re
-import runpy
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -18,7 +16,8 @@ import torch
 from omegaconf import OmegaConf
 
 from asr.model.loader import load_model
-from helpers import DATA, ROOT, SPEECHOCEAN, small_manifest
+from asr.training import recipe
+from helpers import DATA, ROOT, SPEECHOCEAN, in_process, small_manifest
 
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
 SCRIPT = ROOT / "recipes/mixture/reproduce.py"
@@ -36,37 +35,13 @@ def listed(stdout: str) -> list[tuple[str, str]]:
     return [(m[1], m[2]) for m in re.finditer(r"^reproduce: +\d+/\d+ (\S+) +(\S+)", stdout, re.M)]
 
 
-def in_process(command: list[str], cwd=None, **_) -> subprocess.CompletedProcess:
-    """Run `python -m MODULE ARGS` or `python SCRIPT ARGS` here, as its own process would from `cwd`."""
-    assert command[0] == sys.executable, command
-    module = command[2] if command[1] == "-m" else None
-    saved_argv, root = sys.argv, logging.getLogger()
-    saved_logging = root.handlers[:], root.level  # Hydra configures logging for each job it runs
-    sys.argv = [module or command[1], *command[3 if module else 2:]]
-    code = 0
-    try:
-        if module:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(str(ROOT / command[1]), run_name="__main__")
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-    finally:
-        sys.argv = saved_argv
-        for handler in set(root.handlers) - set(saved_logging[0]):
-            handler.close()
-        root.handlers[:], root.level = saved_logging
-    return subprocess.CompletedProcess(command, code)
-
-
 @pytest.fixture
 def reproduce(monkeypatch):
     """recipes/mixture/reproduce.py as a module whose steps run in this process."""
     spec = importlib.util.spec_from_file_location("reproduce", SCRIPT)
     module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "reproduce", module)  # its dataclass looks its module up by name
     spec.loader.exec_module(module)
-    monkeypatch.setattr(module, "subprocess", SimpleNamespace(run=in_process))  # this module's, not everyone's
+    monkeypatch.setattr(recipe, "subprocess", SimpleNamespace(run=in_process))  # the step runner's, not everyone's
     monkeypatch.chdir(ROOT)  # every step runs from the repository root (reproduce.py's cwd=ROOT)
     return module
 

@@ -22,20 +22,14 @@ the test suite runs the whole chain with a tiny model and a step or two per stag
 from __future__ import annotations
 
 import argparse
-import shlex
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # commands run here: the experiment configs name data/synthetic
+sys.path.insert(0, str(ROOT))
+from asr.training.recipe import Step, list_steps, pending_steps, run_steps  # noqa: E402
+
 SYNTHETIC_ENGINES = ["espeak", "flite", "festival", "hibari", "piper"]  # Kokoro only speaks in the check set
-
-
-@dataclass(frozen=True)
-class Step:
-    name: str
-    command: list[str]
 
 
 def plan(work: Path, data: Path, python: str, tts_python: str, extra: list[str]) -> list[Step]:
@@ -96,10 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown steps {sorted(unknown)} (steps: {', '.join(s.name for s in steps)})")
     markers = work / "reproduce"
-    pending = [s for s in steps if s.name not in a.skip and not (markers / f"{s.name}.done").exists()]
-    for number, step in enumerate(steps, 1):
-        state = "skipped" if step.name in a.skip else "pending" if step in pending else "done"
-        print(f"reproduce: {number:2d}/{len(steps)} {step.name:<13} {state:<7} {shlex.join(step.command)}", flush=True)
+    pending = pending_steps(steps, markers, a.skip)
+    list_steps(steps, markers, "reproduce", a.skip)
     if a.dry_run or not pending:
         return 0
     if not (data / "speechocean762" / "train.jsonl").is_file():
@@ -109,15 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"reproduce: error: {a.tts_python} not found: run bash scripts/install_tts.sh "
               "(or --skip synthetic if data/synthetic/train.jsonl is already built)", file=sys.stderr)
         return 2
-    markers.mkdir(parents=True, exist_ok=True)
-    for step in pending:
-        print(f"reproduce: running {step.name}", flush=True)
-        code = subprocess.run(step.command, cwd=ROOT).returncode
-        if code != 0:
-            print(f"reproduce: error: step {step.name} failed (exit {code}); run the same command again to "
-                  "resume from there", file=sys.stderr)
-            return code
-        (markers / f"{step.name}.done").write_text(shlex.join(step.command) + "\n")
+    code = run_steps(steps, markers, ROOT, "reproduce", a.skip)
+    if code:
+        return code
     print(f"reproduce: finished: {work / 'default.safetensors'} and {work / 'default.arpa'}")
     return 0
 

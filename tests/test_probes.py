@@ -1,0 +1,78 @@
+"""The many-voices measurements (recipes/voices/probes.py) at toy scale: the data curve's runs hold
+Kokoro's share fixed while its distinct hours change, the sizing runs use their model size, every model
+is scored on every set, the report and plot are written, and a rerun runs nothing."""
+import importlib.util
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+from omegaconf import OmegaConf
+
+from asr.training import recipe
+from helpers import CONF, DATA, ROOT, SPEECHOCEAN, in_process, small_manifest
+
+pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
+SCRIPT = ROOT / "recipes/voices/probes.py"
+
+
+@pytest.fixture
+def probes(monkeypatch):
+    """recipes/voices/probes.py as a module whose steps run in this process."""
+    spec = importlib.util.spec_from_file_location("probes", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(recipe, "subprocess", SimpleNamespace(run=in_process))
+    monkeypatch.chdir(ROOT)
+    return module
+
+
+def test_curve_and_sizing_at_toy_scale_then_a_rerun_runs_nothing(tmp_path, probes, capsys):
+    manifest = small_manifest(tmp_path, 6)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    synthetic = tmp_path / "synthetic"
+    synthetic.mkdir()
+    kokoro = [{**r, "speaker": f"kokoro_en-blend{i:04d}"} for i, r in enumerate(rows)]
+    (synthetic / "train_kokoro_en.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kokoro))
+    for name in ("check.jsonl", "check_kokoro_en.jsonl"):
+        (synthetic / name).write_text(manifest.read_text())
+    hours = [0, rows[0]["duration"] / 3600, (rows[0]["duration"] + rows[1]["duration"] + 0.5) / 3600]
+    work = tmp_path / "work"
+    toy = ["model=tiny", "attention=w16_h4", "threads=1", "data.num_workers=0", "data.max_batch_seconds=1000",
+           f"data.train=[{{manifest: {manifest}}},{{manifest: {manifest}}},{{manifest: {manifest}}},{{manifest: {manifest}}}]",
+           f"data.valid=[{{manifest: {manifest}}}]", "trainer.enable_progress_bar=false", "optim.warmup_steps=1",
+           "checkpoint_every_steps=1", "cmvn_utterances=4", "data.augment.room_bank=2"]
+    args = ["--work", str(work), "--data-root", str(DATA), "--synthetic-dir", str(synthetic),
+            "--curve-hours", *map(str, hours), "--curve-steps", "1", "--sizes", "tiny", "--sizing-steps", "1",
+            "--decodings", "greedy", "--limit", "2", *(f"--extra={o}" for o in toy)]
+
+    assert probes.main(args) == 0, capsys.readouterr().err[-3000:]
+    out = capsys.readouterr().out
+    names = ["default"] + [f"curve_{h:g}h" for h in hours] + ["size_tiny"]
+    trained = names[1:]
+    running = re.findall(r"^probes: running (\S+)$", out, re.M)
+    assert [n for n in running if not n.endswith(".greedy")] == trained
+    assert len(running) == len(trained) + 4 * len(names)  # every model on every set
+
+    # the curve: the same share of an epoch (repeats 0, 2, 1), the corpus's first rows at each point
+    configs = {name: OmegaConf.load(work / name / "config.yaml") for name in trained}
+    kokoro_source = [configs[f"curve_{h:g}h"].data.train[3] for h in hours]
+    assert [s.repeat for s in kokoro_source] == [0, 2, 1]
+    firsts = [[json.loads(line) for line in open(s.manifest)] for s in kokoro_source[1:]]
+    assert firsts == [kokoro[:1], kokoro[:3]]
+    assert all(c.init_from.endswith("default.safetensors") for n, c in configs.items() if n.startswith("curve"))
+    assert configs["size_tiny"].model.d_model == OmegaConf.load(CONF / "model" / "tiny.yaml").d_model
+    assert configs["size_tiny"].init_from is None
+
+    results = json.loads((work / "probes.json").read_text())
+    assert list(results) == names
+    for name, run in results.items():
+        assert set(run["scores"]) == {"dev", "fsdd", "synthetic-check", "kokoro-check"}, name
+        assert all(0 <= s["greedy"]["wer"] for s in run["scores"].values())
+    assert [results[f"curve_{h:g}h"].get("kokoro", {}).get("utterances") for h in hours] == [None, 1, 3]
+    table = (work / "probes.md").read_text()
+    assert all(f"| {n}" in table for n in names)
+    assert (work / "data_curve.png").read_bytes()[:4] == b"\x89PNG"
+
+    assert probes.main(args) == 0
+    assert "probes: running" not in capsys.readouterr().out
