@@ -12,7 +12,8 @@ The sizing probe: the same short run from scratch (experiment=voices, --sizing-s
 model=small, medium and large (about 1x, 2x and 3.6x the training compute).
 
 Every model is scored on speechocean762 dev, the FSDD test split, the synthetic check set and the
-Kokoro English check set (held-out voices), greedy and with the bundled word LM. Each run, each score and
+Kokoro English check set (held-out voices): the shipped model and the curve's greedy and with the bundled
+word LM, the sizing runs greedy. Each run, each score and
 the report are steps (asr.training.recipe): a finished one is skipped, a cut-off training run resumes
 from its last checkpoint. The report is <work>/probes.md, <work>/probes.json and <work>/data_curve.png.
 """
@@ -63,16 +64,16 @@ def plan(a: argparse.Namespace, python: str) -> tuple[list[Step], dict[str, dict
     work, data = a.work.resolve(), a.data_root.resolve()
     sets = eval_sets(data, a.synthetic_dir.resolve())
 
-    def scores(name: str, model: Path) -> list[Step]:
-        """Score one model on every set and decoding (asr.evaluate --report)."""
+    def scores(name: str, model: Path, decodings: list[str]) -> list[Step]:
+        """Score one model on every set in each decoding (asr.evaluate --report)."""
         limit = ["--limit", str(a.limit)] if a.limit else []
         return [Step(f"{name}.{set_name}.{decoding}",
                      [python, "-m", "asr.evaluate", *args, *limit, "--model", str(model), f"--{decoding}",
                       "--report", str(work / "scores" / f"{name}.{set_name}.{decoding}.json")])
-                for set_name, args in sets.items() for decoding in a.decodings]
+                for set_name, args in sets.items() for decoding in decodings]
 
     shipped = ROOT / "asr" / "pretrained" / "default.safetensors"
-    steps, runs = scores("default", shipped), {"default": {"kind": "shipped"}}
+    steps, runs = scores("default", shipped, a.decodings), {"default": {"kind": "shipped"}}
     kokoro = a.synthetic_dir.resolve() / "train_kokoro_en.jsonl"
     if a.only in (None, "curve"):
         most = max(a.curve_hours)
@@ -86,7 +87,7 @@ def plan(a: argparse.Namespace, python: str) -> tuple[list[Step], dict[str, dict
                                      f"data.train.3.manifest={manifest}", f"data.train.3.repeat={repeat}",
                                      f"trainer.max_steps={a.curve_steps}", f"optim.decay_steps={a.curve_steps}",
                                      f"trainer.val_check_interval={max(a.curve_steps // 2, 1)}"]))
-            steps += scores(name, work / name / "model.safetensors")
+            steps += scores(name, work / name / "model.safetensors", a.decodings)
     if a.only in (None, "sizing"):
         for size in a.sizes:
             name = f"size_{size}"
@@ -95,7 +96,7 @@ def plan(a: argparse.Namespace, python: str) -> tuple[list[Step], dict[str, dict
                                      f"run_dir={work / name}", f"data.root={data}", *a.extra,
                                      f"trainer.max_steps={a.sizing_steps}",
                                      f"trainer.val_check_interval={max(a.sizing_steps // 4, 1)}"]))
-            steps += scores(name, work / name / "model.safetensors")
+            steps += scores(name, work / name / "model.safetensors", a.sizing_decodings)
     return steps, runs
 
 
@@ -181,8 +182,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="distinct hours of Kokoro speech at the curve's points")
     p.add_argument("--curve-steps", type=int, default=800)
     p.add_argument("--sizes", nargs="+", default=["small", "medium", "large"], help="conf/model choices to probe")
-    p.add_argument("--sizing-steps", type=int, default=2000)
-    p.add_argument("--decodings", nargs="+", choices=DECODINGS, default=DECODINGS)
+    p.add_argument("--sizing-steps", type=int, default=1500)
+    p.add_argument("--decodings", nargs="+", choices=DECODINGS, default=DECODINGS, help="how the shipped and curve models are scored")
+    p.add_argument("--sizing-decodings", nargs="+", choices=DECODINGS, default=["greedy"],
+                   help="how the sizing runs are scored (short runs from scratch: greedy by default)")
     p.add_argument("--limit", type=int, default=0, help="score only the first N utterances of each set (0: all)")
     p.add_argument("--extra", action="append", default=[], metavar="KEY=VALUE",
                    help="override for every training run, placed before the run's own (its data, steps)")
