@@ -110,6 +110,11 @@ def collect(work: Path, runs: dict[str, dict]) -> dict[str, dict]:
             summary = json.loads(path.read_text())["summary"]
             scores.setdefault(set_name, {})[decoding] = {"wer": round(summary["wer"] * 100, 2),
                                                          "cer": round(summary["cer"] * 100, 2)}
+        run_dir = work / name
+        if (run_dir / "model.safetensors").exists() and (run_dir / "initial.safetensors").exists():
+            # wall time from the run's first file to its export, validation included
+            took = (run_dir / "model.safetensors").stat().st_mtime - (run_dir / "initial.safetensors").stat().st_mtime
+            run = {**run, "train_minutes": round(took / 60, 1)}
         out[name] = {**run, "scores": scores}
     return out
 
@@ -128,8 +133,8 @@ def report(work: Path, runs: dict[str, dict]) -> str:
             run["kokoro"] = manifest_stats(run["manifest"])
     (work / "probes.json").write_text(json.dumps(results, indent=1) + "\n")
     sets = SETS
-    head = "| run | " + " | ".join(f"{s} greedy / beam WER" for s in sets) + " |"
-    lines = [head, "|" + "---|" * (len(sets) + 1)]
+    head = "| run | " + " | ".join(f"{s} greedy / beam WER" for s in sets) + " | training (min) |"
+    lines = [head, "|" + "---|" * (len(sets) + 2)]
     for name, run in results.items():
         cells = []
         for s in sets:
@@ -138,7 +143,7 @@ def report(work: Path, runs: dict[str, dict]) -> str:
         label = name
         if run["kind"] == "curve" and run["kokoro_hours"]:
             label += f" ({run['kokoro']['utterances']} utts, {run['kokoro']['speakers']} voices)"
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {run.get('train_minutes', '-')} |")
     markdown = "\n".join(lines) + "\n"
     (work / "probes.md").write_text(markdown)
     plot_curve(results, work / "data_curve.png")
