@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,7 +145,11 @@ def report(work: Path, runs: dict[str, dict]) -> str:
         if run["kind"] == "curve" and run["kokoro_hours"]:
             label += f" ({run['kokoro']['utterances']} utts, {run['kokoro']['speakers']} voices)"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {run.get('train_minutes', '-')} |")
-    markdown = "\n".join(lines) + "\n"
+    title = [f"# Probes for the many-voices retrain ({time.strftime('%Y-%m-%d', time.gmtime())})", "",
+             "Written by `python recipes/voices/probes.py` (recipes/voices/README.md). WER in %, greedy / beam with "
+             "the bundled word LM (- where not scored); training minutes are wall time on this machine, "
+             "validation included.", ""]
+    markdown = "\n".join(title + lines) + "\n"
     (work / "probes.md").write_text(markdown)
     plot_curve(results, work / "data_curve.png")
     return markdown
