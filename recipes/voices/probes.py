@@ -170,6 +170,10 @@ def plot_curve(results: dict[str, dict], out: Path) -> None:
             wers = [r["scores"].get(set_name, {}).get(decoding, {}).get("wer") for r in curve]
             if all(w is not None for w in wers):
                 ax.plot(hours, wers, style, marker="o", color=colour, label=f"{set_name} ({decoding})")
+        shipped = results.get("default", {}).get("scores", {}).get(set_name, {}).get("beam")
+        if shipped:  # the model every curve run starts from
+            ax.axhline(shipped["wer"], color=colour, linestyle=":", linewidth=1)
+    ax.plot([], [], ":", color="grey", label="shipped model (beam)")
     ax.set_xlabel("distinct hours of Kokoro English speech in the fine-tune (same share of each epoch)")
     ax.set_ylabel("WER (%)")
     ax.set_xticks(hours)
