@@ -37,14 +37,18 @@ def test_curve_and_sizing_at_toy_scale_then_a_rerun_runs_nothing(tmp_path, probe
     for name in ("check.jsonl", "check_kokoro_en.jsonl"):
         (synthetic / name).write_text(manifest.read_text())
     hours = [0, rows[0]["duration"] / 3600, (rows[0]["duration"] + rows[1]["duration"] + 0.5) / 3600]
-    work = tmp_path / "work"
+    work, reports = tmp_path / "work", tmp_path / "reports"
+    earlier = {"curve_9h@elsewhere": {"kind": "curve", "kokoro_hours": 9, "rendering": "elsewhere",
+                                      "measured": "2026-01-01", "scores": {"dev": {"greedy": {"wer": 1.0, "cer": 0.5}}}}}
+    reports.mkdir()
+    (reports / "probes.json").write_text(json.dumps(earlier))
     toy = ["model=tiny", "attention=w16_h4", "threads=1", "data.num_workers=0", "data.max_batch_seconds=1000",
            f"data.train=[{{manifest: {manifest}}},{{manifest: {manifest}}},{{manifest: {manifest}}},{{manifest: {manifest}}}]",
            f"data.valid=[{{manifest: {manifest}}}]", "trainer.enable_progress_bar=false", "optim.warmup_steps=1",
            "checkpoint_every_steps=1", "cmvn_utterances=4", "data.augment.room_bank=2"]
     args = ["--work", str(work), "--data-root", str(DATA), "--synthetic-dir", str(synthetic),
             "--curve-hours", *map(str, hours), "--curve-steps", "1", "--sizes", "tiny", "--sizing-steps", "1",
-            "--decodings", "greedy", "--limit", "2", *(f"--extra={o}" for o in toy)]
+            "--decodings", "greedy", "--limit", "2", "--report-dir", str(reports), *(f"--extra={o}" for o in toy)]
 
     assert probes.main(args) == 0, capsys.readouterr().err[-3000:]
     out = capsys.readouterr().out
@@ -64,15 +68,19 @@ def test_curve_and_sizing_at_toy_scale_then_a_rerun_runs_nothing(tmp_path, probe
     assert configs["size_tiny"].model.d_model == OmegaConf.load(CONF / "model" / "tiny.yaml").d_model
     assert configs["size_tiny"].init_from is None
 
-    results = json.loads((work / "probes.json").read_text())
-    assert list(results) == names
-    for name, run in results.items():
+    # the report: results merged into the recorded ones (an earlier machine's run stays), keyed run@rendering
+    results = json.loads((reports / "probes.json").read_text())
+    render = probes.rendering(synthetic)
+    assert list(results) == list(earlier) + [f"{n}@{render}" for n in names]
+    assert results["curve_9h@elsewhere"] == earlier["curve_9h@elsewhere"]
+    for name in names:
+        run = results[f"{name}@{render}"]
         assert set(run["scores"]) == {"dev", "fsdd", "synthetic-check", "kokoro-check"}, name
         assert all(0 <= s["greedy"]["wer"] for s in run["scores"].values())
-    assert [results[f"curve_{h:g}h"].get("kokoro", {}).get("utterances") for h in hours] == [None, 1, 3]
-    table = (work / "probes.md").read_text()
-    assert all(f"| {n}" in table for n in names)
-    assert (work / "data_curve.png").read_bytes()[:4] == b"\x89PNG"
+    assert [results[f"curve_{h:g}h@{render}"].get("kokoro", {}).get("utterances") for h in hours] == [None, 1, 3]
+    table = (reports / "probes.md").read_text()
+    assert all(f"| {n}" in table for n in names + ["curve_9h"])
+    assert (reports / "data_curve.png").read_bytes()[:4] == b"\x89PNG"
 
     assert probes.main(args) == 0
     assert "probes: running" not in capsys.readouterr().out

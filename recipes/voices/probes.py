@@ -15,11 +15,14 @@ Every model is scored on speechocean762 dev, the FSDD test split, the synthetic 
 Kokoro English check set (held-out voices): the shipped model and the curve's greedy and with the bundled
 word LM, the sizing runs greedy. Each run, each score and
 the report are steps (asr.training.recipe): a finished one is skipped, a cut-off training run resumes
-from its last checkpoint. The report is <work>/probes.md, <work>/probes.json and <work>/data_curve.png.
+from its last checkpoint. The results are merged into <report-dir>/probes.json (default benchmarks/),
+keyed run@rendering, so figures measured on other machines stay beside this one's; probes.md and
+data_curve.png are written from all of them.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -101,22 +104,39 @@ def plan(a: argparse.Namespace, python: str) -> tuple[list[Step], dict[str, dict
     return steps, runs
 
 
-def collect(work: Path, runs: dict[str, dict]) -> dict[str, dict]:
-    """Each run's description plus its scores (set -> decoding -> WER, CER in %) and training figures."""
+def rendering(synthetic: Path) -> str:
+    """A short fingerprint of the synthetic check sets' manifests. The check sets are rendered on each
+    machine and renders differ slightly, so only scores of one rendering compare on those sets."""
+    digest = hashlib.sha1()
+    for name in ("check.jsonl", "check_kokoro_en.jsonl"):
+        path = synthetic / name
+        digest.update(path.read_bytes() if path.exists() else b"")
+    return digest.hexdigest()[:8]
+
+
+def collect(work: Path, runs: dict[str, dict], render: str) -> dict[str, dict]:
+    """Each run scored in `work`: its description, its scores (set -> decoding -> WER, CER in %), the
+    check sets' rendering, the day it was scored and its training figures."""
     out = {}
     for name, run in runs.items():
-        scores = {}
+        scores, newest = {}, 0.0
         for path in sorted((work / "scores").glob(f"{name}.*.json")):
             _, set_name, decoding = path.stem.rsplit(".", 2)
             summary = json.loads(path.read_text())["summary"]
             scores.setdefault(set_name, {})[decoding] = {"wer": round(summary["wer"] * 100, 2),
                                                          "cer": round(summary["cer"] * 100, 2)}
+            newest = max(newest, path.stat().st_mtime)
+        if not scores:
+            continue
+        run = {**run, "rendering": render, "measured": time.strftime("%Y-%m-%d", time.gmtime(newest))}
         run_dir = work / name
         if (run_dir / "model.safetensors").exists() and (run_dir / "initial.safetensors").exists():
             # wall time from the run's first file to its export, validation included
             took = (run_dir / "model.safetensors").stat().st_mtime - (run_dir / "initial.safetensors").stat().st_mtime
-            run = {**run, "train_minutes": round(took / 60, 1)}
-        out[name] = {**run, "scores": scores}
+            run["train_minutes"] = round(took / 60, 1)
+        if run["kind"] == "curve" and run["kokoro_hours"]:
+            run["kokoro"] = manifest_stats(run["manifest"])
+        out[f"{name}@{render}"] = {**run, "scores": scores}
     return out
 
 
@@ -126,38 +146,52 @@ def manifest_stats(path: str) -> dict:
             "hours": round(sum(r["duration"] for r in rows) / 3600, 2)}
 
 
-def report(work: Path, runs: dict[str, dict]) -> str:
-    """Write <work>/probes.json, probes.md and data_curve.png; returns the markdown."""
-    results = collect(work, runs)
-    for run in results.values():
-        if run["kind"] == "curve" and run["kokoro_hours"]:
-            run["kokoro"] = manifest_stats(run["manifest"])
-    (work / "probes.json").write_text(json.dumps(results, indent=1) + "\n")
-    sets = SETS
-    head = "| run | " + " | ".join(f"{s} greedy / beam WER" for s in sets) + " | training (min) |"
-    lines = [head, "|" + "---|" * (len(sets) + 2)]
-    for name, run in results.items():
+KIND_ORDER = {"shipped": 0, "curve": 1, "sizing": 2}
+
+
+def report(work: Path, runs: dict[str, dict], render: str, out_dir: Path) -> str:
+    """Merge this work folder's results into <out_dir>/probes.json (results from other machines and
+    renderings stay, keyed run@rendering), then write <out_dir>/probes.md and data_curve.png from all
+    of it; returns the markdown."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    recorded = out_dir / "probes.json"
+    results = {**(json.loads(recorded.read_text()) if recorded.exists() else {}), **collect(work, runs, render)}
+    renders = list(dict.fromkeys(r["rendering"] for r in results.values()))
+    results = dict(sorted(results.items(), key=lambda kv: (renders.index(kv[1]["rendering"]),
+                                                           KIND_ORDER[kv[1]["kind"]], kv[1].get("kokoro_hours", 0))))
+    recorded.write_text(json.dumps(results, indent=1) + "\n")
+    head = "| run | " + " | ".join(SETS) + " | rendering | scored | training (min) |"
+    lines = [head, "|" + "---|" * (len(SETS) + 4)]
+    for key, run in results.items():
         cells = []
-        for s in sets:
+        for s in SETS:
             got = run["scores"].get(s, {})
-            cells.append(" / ".join(f"{got[d]['wer']:.2f}" if d in got else "-" for d in DECODINGS))
-        label = name
-        if run["kind"] == "curve" and run["kokoro_hours"]:
+            cells.append(" / ".join("-" if d not in got else f"{got[d]['wer']:.2f}" +
+                                    (f" ({got[d]['cer']:.1f})" if "cer" in got[d] else "") for d in DECODINGS))
+        label = key.split("@")[0]
+        if run.get("kokoro"):
             label += f" ({run['kokoro']['utterances']} utts, {run['kokoro']['speakers']} voices)"
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {run.get('train_minutes', '-')} |")
-    title = [f"# Probes for the many-voices retrain ({time.strftime('%Y-%m-%d', time.gmtime())})", "",
-             "Written by `python recipes/voices/probes.py` (recipes/voices/README.md). WER in %, greedy / beam with "
-             "the bundled word LM (- where not scored); training minutes are wall time on this machine, "
-             "validation included.", ""]
+        lines.append(f"| {label} | " + " | ".join(cells) +
+                     f" | {run['rendering']} | {run['measured']} | {run.get('train_minutes', '-')} |")
+    title = [f"# Probes for the many-voices retrain", "",
+             "Written by `python recipes/voices/probes.py` (recipes/voices/README.md). Each cell is WER (CER) in %, "
+             "greedy / beam with the bundled word LM (- where not scored). The synthetic check sets are rendered on "
+             "each machine: compare their columns only between rows of one rendering (dev and FSDD are the same "
+             "audio everywhere). Training minutes are wall time on 2 CPU cores, validation included.", ""]
     markdown = "\n".join(title + lines) + "\n"
-    (work / "probes.md").write_text(markdown)
-    plot_curve(results, work / "data_curve.png")
+    (out_dir / "probes.md").write_text(markdown)
+    plot_curve(results, out_dir / "data_curve.png")
     return markdown
 
 
 def plot_curve(results: dict[str, dict], out: Path) -> None:
-    """WER against distinct hours of Kokoro speech in the fine-tune, per evaluation set and decoding."""
-    curve = sorted((r for r in results.values() if r["kind"] == "curve"), key=lambda r: r["kokoro_hours"])
+    """WER against distinct hours of Kokoro speech in the fine-tune, per evaluation set and decoding
+    (the newest rendering that has a curve), with the shipped model of that rendering as reference lines."""
+    curves = [r for r in results.values() if r["kind"] == "curve"]
+    if not curves:
+        return
+    render = curves[-1]["rendering"]
+    curve = sorted((r for r in curves if r["rendering"] == render), key=lambda r: r["kokoro_hours"])
     if len(curve) < 2:
         return
     import matplotlib
@@ -165,17 +199,19 @@ def plot_curve(results: dict[str, dict], out: Path) -> None:
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
     hours = [r["kokoro_hours"] for r in curve]
+    shipped = next((r for r in results.values() if r["kind"] == "shipped" and r["rendering"] == render), {})
     for set_name, colour in zip(SETS, ["C0", "C1", "C2", "C3"]):
         for decoding, style in zip(DECODINGS, ["--", "-"]):
             wers = [r["scores"].get(set_name, {}).get(decoding, {}).get("wer") for r in curve]
             if all(w is not None for w in wers):
                 ax.plot(hours, wers, style, marker="o", color=colour, label=f"{set_name} ({decoding})")
-        shipped = results.get("default", {}).get("scores", {}).get(set_name, {}).get("beam")
-        if shipped:  # the model every curve run starts from
-            ax.axhline(shipped["wer"], color=colour, linestyle=":", linewidth=1)
+        reference = shipped.get("scores", {}).get(set_name, {}).get("beam")
+        if reference:  # the model every curve run starts from
+            ax.axhline(reference["wer"], color=colour, linestyle=":", linewidth=1)
     ax.plot([], [], ":", color="grey", label="shipped model (beam)")
     ax.set_xlabel("distinct hours of Kokoro English speech in the fine-tune (same share of each epoch)")
     ax.set_ylabel("WER (%)")
+    ax.set_title(f"data curve (scored {curve[-1]['measured']})", fontsize=9)
     ax.set_xticks(hours)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
@@ -203,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=0, help="score only the first N utterances of each set (0: all)")
     p.add_argument("--extra", action="append", default=[], metavar="KEY=VALUE",
                    help="override for every training run, placed before the run's own (its data, steps)")
+    p.add_argument("--report-dir", type=Path, default=ROOT / "benchmarks",
+                   help="where probes.json (merged with the results already there), probes.md and data_curve.png go")
     p.add_argument("--dry-run", action="store_true", help="list the steps, which are done, and their commands")
     a = p.parse_args(argv)
     work = a.work.resolve()
@@ -222,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             if hours and not curve_manifest(kokoro, hours).exists():  # fixed once written: the corpus grows
                 first_hours(kokoro, hours, curve_manifest(kokoro, hours))
     code = run_steps(steps, markers, ROOT, "probes")
-    print(report(work, runs), end="")
+    print(report(work, runs, rendering(a.synthetic_dir.resolve()), a.report_dir.resolve()), end="")
     return code
 
 
