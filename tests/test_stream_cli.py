@@ -13,6 +13,7 @@ import pytest
 
 from asr import stream
 from asr.audio import rechunk
+from asr.server.session import AudioBuffer
 from asr.decoding.ctc import Token
 from asr.decoding.decoder import Decoder
 from asr.endpoint import EndpointConfig, Segmenter, emissions, end_frame
@@ -146,6 +147,20 @@ def test_rechunk_gives_exact_sizes_and_limit() -> None:
     assert [c.size for c in chunks] == [4, 4, 4, 4, 4, 1]
     assert np.array_equal(np.concatenate(chunks), np.concatenate(pieces))
     assert sum(c.size for c in rechunk(pieces, 4, max_samples=9)) == 9
+
+
+def test_server_audio_buffer_cuts_like_rechunk_and_resamples_the_whole_stream() -> None:
+    rng = np.random.default_rng(0)
+    pieces = [rng.standard_normal(n).astype(np.float32) for n in (5000, 1, 12345, 777, 9000)]
+    buffer = AudioBuffer(8000)
+    chunks = [c for p in pieces for c in buffer.push(p)] + buffer.flush()
+    assert [c.size for c in chunks] == [c.size for c in rechunk(pieces, 8000)]
+    assert np.array_equal(np.concatenate(chunks), np.concatenate(pieces))
+    assert buffer.flush() == []  # nothing is left after the end
+    at_8k = AudioBuffer(8000, rate=8000)  # 27123 samples at 8 kHz: 54246 at 16 kHz, in chunks of 8000
+    chunks = [c for p in pieces for c in at_8k.push(p)] + at_8k.flush()
+    assert all(c.size == 8000 for c in chunks[:-1]) and 0 < chunks[-1].size <= 8000
+    assert abs(sum(c.size for c in chunks) - 2 * sum(p.size for p in pieces)) <= 2
 
 
 def test_line_display_redraws_on_a_tty_and_prints_finals_otherwise() -> None:
