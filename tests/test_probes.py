@@ -45,18 +45,18 @@ def test_curve_and_sizing_at_toy_scale_then_a_rerun_runs_nothing(tmp_path, probe
     toy = ["model=tiny", "attention=w16_h4", "threads=1", "data.num_workers=0", "data.max_batch_seconds=1000",
            f"data.train=[{{manifest: {manifest}}},{{manifest: {manifest}}},{{manifest: {manifest}}},{{manifest: {manifest}}}]",
            f"data.valid=[{{manifest: {manifest}}}]", "trainer.enable_progress_bar=false", "optim.warmup_steps=1",
-           "checkpoint_every_steps=1", "cmvn_utterances=4", "data.augment.room_bank=2"]
+           "checkpoint_every_steps=1", "keep_every_steps=1", "cmvn_utterances=4", "data.augment.room_bank=2"]
     args = ["--work", str(work), "--data-root", str(DATA), "--synthetic-dir", str(synthetic),
-            "--curve-hours", *map(str, hours), "--curve-steps", "1", "--sizes", "tiny", "--sizing-steps", "1",
+            "--curve-hours", *map(str, hours), "--curve-steps", "1", "--sizes", "tiny", "--sizing-steps", "1", "--sizing-score-steps", "1",
             "--decodings", "greedy", "--limit", "2", "--report-dir", str(reports), *(f"--extra={o}" for o in toy)]
 
     assert probes.main(args) == 0, capsys.readouterr().err[-3000:]
     out = capsys.readouterr().out
-    names = ["default"] + [f"curve_{h:g}h" for h in hours] + ["size_tiny"]
-    trained = names[1:]
+    names = ["default"] + [f"curve_{h:g}h" for h in hours] + ["size_tiny", "size_tiny_step1"]
+    trained = names[1:-1]
     running = re.findall(r"^probes: running (\S+)$", out, re.M)
-    assert [n for n in running if not n.endswith(".greedy")] == trained
-    assert len(running) == len(trained) + 4 * len(names)  # every model on every set
+    assert [n for n in running if not n.endswith(".greedy")] == trained + ["size_tiny_step1"]  # its export
+    assert len(running) == len(trained) + 1 + 4 * len(names)  # every model on every set
 
     # the curve: the same share of an epoch (repeats 0, 2, 1), the corpus's first rows at each point
     configs = {name: OmegaConf.load(work / name / "config.yaml") for name in trained}
@@ -78,6 +78,8 @@ def test_curve_and_sizing_at_toy_scale_then_a_rerun_runs_nothing(tmp_path, probe
         assert set(run["scores"]) == {"dev", "fsdd", "synthetic-check", "kokoro-check"}, name
         assert all(0 <= s["greedy"]["wer"] for s in run["scores"].values())
     assert [results[f"curve_{h:g}h@{render}"].get("kokoro", {}).get("utterances") for h in hours] == [None, 1, 3]
+    sizing = [results[f"size_tiny{s}@{render}"] for s in ("", "_step1")]
+    assert [(r["steps"], r["parameters_m"] > 0, r["train_minutes"] >= 0) for r in sizing] == [(1, True, True)] * 2
     table = (reports / "probes.md").read_text()
     assert all(f"| {n}" in table for n in names + ["curve_9h"])
     assert (reports / "data_curve.png").read_bytes()[:4] == b"\x89PNG"

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -101,7 +102,23 @@ def plan(a: argparse.Namespace, python: str) -> tuple[list[Step], dict[str, dict
                                      f"trainer.max_steps={a.sizing_steps}",
                                      f"trainer.val_check_interval={max(a.sizing_steps // 4, 1)}"]))
             steps += scores(name, work / name / "model.safetensors", a.sizing_decodings)
+            for at in a.sizing_score_steps:  # the same run at an earlier step: equal steps across sizes
+                checkpoint, model = work / name / "checkpoints" / f"step{at}.ckpt", work / name / f"step{at}.safetensors"
+                runs[f"{name}_step{at}"] = {"kind": "sizing", "model": size, "checkpoint": str(checkpoint)}
+                steps.append(Step(f"{name}_step{at}", [python, "scripts/export_model.py", str(work / name),
+                                                       str(checkpoint), "--out", str(model)]))
+                steps += scores(f"{name}_step{at}", model, a.sizing_decodings)
     return steps, runs
+
+
+def model_facts(path: Path) -> dict:
+    """Training steps and parameter count of a model file, from its header."""
+    from safetensors import safe_open
+    with safe_open(str(path), framework="np") as f:
+        info = json.loads((f.metadata() or {}).get("info", "{}"))
+        parameters = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys()
+                         if not k.startswith("cmvn"))
+    return {"steps": info.get("steps"), "parameters_m": round(parameters / 1e6, 2)}
 
 
 def rendering(synthetic: Path) -> str:
@@ -129,11 +146,14 @@ def collect(work: Path, runs: dict[str, dict], render: str) -> dict[str, dict]:
         if not scores:
             continue
         run = {**run, "rendering": render, "measured": time.strftime("%Y-%m-%d", time.gmtime(newest))}
-        run_dir = work / name
-        if (run_dir / "model.safetensors").exists() and (run_dir / "initial.safetensors").exists():
-            # wall time from the run's first file to its export, validation included
-            took = (run_dir / "model.safetensors").stat().st_mtime - (run_dir / "initial.safetensors").stat().st_mtime
-            run["train_minutes"] = round(took / 60, 1)
+        # wall time from the run's first file to its export (or the checkpoint it scores), validation included
+        run_dir = work / name.split("_step")[0]
+        end = Path(run["checkpoint"]) if "checkpoint" in run else run_dir / "model.safetensors"
+        if end.exists() and (run_dir / "initial.safetensors").exists():
+            run["train_minutes"] = round((end.stat().st_mtime - (run_dir / "initial.safetensors").stat().st_mtime) / 60, 1)
+        if run["kind"] == "sizing":
+            run.update(model_facts(run_dir / (f"step{name.split('_step')[1]}.safetensors" if "_step" in name
+                                              else "model.safetensors")))
         if run["kind"] == "curve" and run["kokoro_hours"]:
             run["kokoro"] = manifest_stats(run["manifest"])
         out[f"{name}@{render}"] = {**run, "scores": scores}
@@ -169,6 +189,8 @@ def report(work: Path, runs: dict[str, dict], render: str, out_dir: Path) -> str
             cells.append(" / ".join("-" if d not in got else f"{got[d]['wer']:.2f}" +
                                     (f" ({got[d]['cer']:.1f})" if "cer" in got[d] else "") for d in DECODINGS))
         label = key.split("@")[0]
+        if run["kind"] == "sizing" and run.get("steps"):
+            label += f" ({run['parameters_m']} M, step {run['steps']})"
         if run.get("kokoro"):
             label += f" ({run['kokoro']['utterances']} utts, {run['kokoro']['speakers']} voices)"
         lines.append(f"| {label} | " + " | ".join(cells) +
@@ -234,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", nargs="+", default=["small", "medium", "large"], help="conf/model choices to probe")
     p.add_argument("--sizing-steps", type=int, default=1500)
     p.add_argument("--decodings", nargs="+", choices=DECODINGS, default=DECODINGS, help="how the shipped and curve models are scored")
+    p.add_argument("--sizing-score-steps", type=int, nargs="*", default=[], metavar="STEP",
+                   help="also score each sizing run at these steps (its kept step<N>.ckpt: multiples of "
+                        "keep_every_steps), to compare sizes at equal steps and at equal wall time")
     p.add_argument("--sizing-decodings", nargs="+", choices=DECODINGS, default=["greedy"],
                    help="how the sizing runs are scored (short runs from scratch: greedy by default)")
     p.add_argument("--limit", type=int, default=0, help="score only the first N utterances of each set (0: all)")
