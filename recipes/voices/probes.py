@@ -178,7 +178,8 @@ def report(work: Path, runs: dict[str, dict], render: str, out_dir: Path) -> str
     results = {**(json.loads(recorded.read_text()) if recorded.exists() else {}), **collect(work, runs, render)}
     renders = list(dict.fromkeys(r["rendering"] for r in results.values()))
     results = dict(sorted(results.items(), key=lambda kv: (renders.index(kv[1]["rendering"]),
-                                                           KIND_ORDER[kv[1]["kind"]], kv[1].get("kokoro_hours", 0))))
+                                                           KIND_ORDER[kv[1]["kind"]], kv[1].get("kokoro_hours", 0),
+                                                           kv[1].get("parameters_m", 0), kv[1].get("steps") or 0)))
     recorded.write_text(json.dumps(results, indent=1) + "\n")
     head = "| run | " + " | ".join(SETS) + " | rendering | scored | training (min) |"
     lines = [head, "|" + "---|" * (len(SETS) + 4)]
