@@ -102,9 +102,11 @@ def plan(a: argparse.Namespace, python: str) -> tuple[list[Step], dict[str, dict
                                      f"trainer.max_steps={a.sizing_steps}",
                                      f"trainer.val_check_interval={max(a.sizing_steps // 4, 1)}"]))
             steps += scores(name, work / name / "model.safetensors", a.sizing_decodings)
+            runs[name]["files"] = {"run_dir": work / name, "weights": work / name / "model.safetensors"}
             for at in a.sizing_score_steps:  # the same run at an earlier step: equal steps across sizes
                 checkpoint, model = work / name / "checkpoints" / f"step{at}.ckpt", work / name / f"step{at}.safetensors"
-                runs[f"{name}_step{at}"] = {"kind": "sizing", "model": size, "checkpoint": str(checkpoint)}
+                runs[f"{name}_step{at}"] = {"kind": "sizing", "model": size,
+                                            "files": {"run_dir": work / name, "weights": model, "end": checkpoint}}
                 steps.append(Step(f"{name}_step{at}", [python, "scripts/export_model.py", str(work / name),
                                                        str(checkpoint), "--out", str(model)]))
                 steps += scores(f"{name}_step{at}", model, a.sizing_decodings)
@@ -145,15 +147,15 @@ def collect(work: Path, runs: dict[str, dict], render: str) -> dict[str, dict]:
             newest = max(newest, path.stat().st_mtime)
         if not scores:
             continue
-        run = {**run, "rendering": render, "measured": time.strftime("%Y-%m-%d", time.gmtime(newest))}
+        run = {k: v for k, v in run.items() if k != "files"}  # this machine's paths stay out of the report
+        run.update(rendering=render, measured=time.strftime("%Y-%m-%d", time.gmtime(newest)))
         # wall time from the run's first file to its export (or the checkpoint it scores), validation included
-        run_dir = work / name.split("_step")[0]
-        end = Path(run["checkpoint"]) if "checkpoint" in run else run_dir / "model.safetensors"
-        if end.exists() and (run_dir / "initial.safetensors").exists():
-            run["train_minutes"] = round((end.stat().st_mtime - (run_dir / "initial.safetensors").stat().st_mtime) / 60, 1)
+        files = runs[name].get("files") or {"run_dir": work / name, "weights": work / name / "model.safetensors"}
+        end, initial = files.get("end", files["weights"]), files["run_dir"] / "initial.safetensors"
+        if end.exists() and initial.exists():
+            run["train_minutes"] = round((end.stat().st_mtime - initial.stat().st_mtime) / 60, 1)
         if run["kind"] == "sizing":
-            run.update(model_facts(run_dir / (f"step{name.split('_step')[1]}.safetensors" if "_step" in name
-                                              else "model.safetensors")))
+            run.update(model_facts(files["weights"]))
         if run["kind"] == "curve" and run["kokoro_hours"]:
             run["kokoro"] = manifest_stats(run["manifest"])
         out[f"{name}@{render}"] = {**run, "scores": scores}
@@ -196,7 +198,7 @@ def report(work: Path, runs: dict[str, dict], render: str, out_dir: Path) -> str
             label += f" ({run['kokoro']['utterances']} utts, {run['kokoro']['speakers']} voices)"
         lines.append(f"| {label} | " + " | ".join(cells) +
                      f" | {run['rendering']} | {run['measured']} | {run.get('train_minutes', '-')} |")
-    title = [f"# Probes for the many-voices retrain", "",
+    title = ["# Probes for the many-voices retrain", "",
              "Written by `python recipes/voices/probes.py` (recipes/voices/README.md). Each cell is WER (CER) in %, "
              "greedy / beam with the bundled word LM (- where not scored). The synthetic check sets are rendered on "
              "each machine: compare their columns only between rows of one rendering (dev and FSDD are the same "
