@@ -12,6 +12,7 @@ from pathlib import Path
 from asr.audio import SAMPLE_RATE
 from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
+from asr.decoding.hotwords import DEFAULT_BOOST, read_hotwords
 from asr.endpoint import EndpointConfig
 from asr.model.backend import BACKENDS, default_backend
 from asr.recognizer import Recognizer
@@ -88,6 +89,10 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with an LM)")
     parser.add_argument("--lexicon-words", type=positive_int, default=defaults.lexicon_words,
                         help=f"the LM's N most probable words make the search's lexicon (default {defaults.lexicon_words})")
+    parser.add_argument("--hotwords", metavar="FILE",
+                        help="words and phrases to favour, one a line with an optional boost after it "
+                             f"(e.g. 'jessica pemberton 12'; default boost {DEFAULT_BOOST:g}); words outside the "
+                             "lexicon become possible outputs (needs the beam search)")
 
 
 def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
@@ -113,7 +118,8 @@ def load_recognizer(args: argparse.Namespace) -> Recognizer:
 
 
 def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
-    """The decoder the options ask for (raises LMError with a one-line reason)."""
+    """The decoder the options ask for, favouring --hotwords if given (raises LMError, or HotwordError and
+    other ValueErrors, with a one-line reason)."""
     if args.greedy and (args.beam or args.lm):
         raise ValueError("--greedy cannot be combined with --beam or --lm")
     bundled_model = args.model is None and args.onnx_dir is None
@@ -122,7 +128,12 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
     else:
         lm = Path(args.lm) if args.lm else "bundled"
     cfg = BeamConfig(args.beam_size, args.lm_weight, args.word_score, getattr(args, "lexicon_words", BeamConfig().lexicon_words))
-    return Decoder.load(recognizer.tokenizer, lm, cfg)
+    hotwords = getattr(args, "hotwords", None)
+    if hotwords and lm is None:
+        raise ValueError("--hotwords needs the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
+    words = read_hotwords(hotwords, recognizer.tokenizer) if hotwords else None  # HotwordError: FILE:LINE: reason
+    decoder = Decoder.load(recognizer.tokenizer, lm, cfg)
+    return decoder.with_hotwords(words) if words else decoder
 
 
 def error(tool: str, message: object) -> None:

@@ -28,6 +28,7 @@ from flashlight.lib.text.decoder import CriterionType, LexiconDecoder, LexiconDe
 from flashlight.lib.text.decoder.kenlm import KenLM
 from flashlight.lib.text.dictionary import Dictionary
 
+from asr.decoding.biasing import Biasing, BiasingCache
 from asr.decoding.ctc import GreedySearch, Token
 from asr.tokenizer import BLANK, Tokenizer
 
@@ -83,6 +84,19 @@ def arpa_words(arpa: Path) -> list[str]:
     return [word for _, word in sorted(words)]
 
 
+def arpa_order(arpa: Path) -> int:
+    """The highest n-gram order an ARPA file declares ("ngram N=count" lines of its header)."""
+    order = 1
+    with open(arpa, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("ngram ") and "=" in line:
+                order = max(order, int(line[6:].split("=")[0]))
+            elif line.startswith("\\") and line != "\\data\\":
+                break
+    return order
+
+
 def _log_prob(text: str, arpa: Path, number: int) -> float:
     try:
         return float(text)
@@ -111,7 +125,7 @@ class WordLM:
         if not self.path.is_file():
             raise LMError(f"{self.path}: no such language model file")
         units = tokenizer.units()
-        self.units = Dictionary(units)
+        self.units, self.units_list = Dictionary(units), units
         separator = tokenizer.word_separator()
         # BPE marks word starts inside its pieces and has no separator unit: <unk> (never emitted) stands in.
         self.silence = units.index(separator) if separator else 1
@@ -129,30 +143,42 @@ class WordLM:
                 self.lm = KenLM(str(self.path), self.words)
         except RuntimeError as err:
             raise LMError(f"{self.path}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
-        self.trie = Trie(len(units), self.silence)
         start = self.lm.start(False)
+        self.entries: list[tuple[list[int], int, float]] = []  # the trie's words: (unit ids, word index, unigram score)
         for word, spelling in spelled:
             index = self.words.get_index(word)
-            _, score = self.lm.score(start, index)
-            self.trie.insert([self.units.get_index(unit) for unit in spelling], index, score)
-        self.trie.smear(SmearingMode.MAX)
+            self.entries.append(([self.units.get_index(unit) for unit in spelling], index, self.lm.score(start, index)[1]))
+        self.trie = self.build_trie([])
+        self.unk = self.words.get_index(UNK)
+        self.order = arpa_order(self.path)
+        self.biasing = BiasingCache(self)  # hotword lists -> their Biasing (asr.decoding.biasing)
         self.options = LexiconDecoderOptions(
             beam_size=cfg.beam_size, beam_size_token=len(units), beam_threshold=50.0, lm_weight=cfg.lm_weight,
             word_score=cfg.word_score, unk_score=float("-inf"), sil_score=0.0, log_add=False,
             criterion_type=CriterionType.CTC)
 
-    def search(self, offset: int = 0) -> "BeamSearch":
-        """A new search for a segment that starts at encoder frame `offset`."""
-        return BeamSearch(self, offset)
+    def build_trie(self, extra: list[tuple[list[int], int, float]]) -> Trie:
+        """The lexicon trie: every lexicon word, plus `extra` entries (unit ids, word label, score)."""
+        trie = Trie(len(self.units_list), self.silence)
+        for unit_ids, index, score in self.entries + extra:
+            trie.insert(unit_ids, index, score)
+        trie.smear(SmearingMode.MAX)
+        return trie
+
+    def search(self, offset: int = 0, biasing: "Biasing | None" = None) -> "BeamSearch":
+        """A new search for a segment that starts at encoder frame `offset`, favouring `biasing`'s
+        hotwords if given."""
+        return BeamSearch(self, offset, biasing)
 
 
 class BeamSearch:
     """One segment's incremental lexicon beam search; tokens carry absolute frames (offset + t)."""
 
-    def __init__(self, lm: WordLM, offset: int = 0):
+    def __init__(self, lm: WordLM, offset: int = 0, biasing: "Biasing | None" = None):
         self.lm, self.offset, self.frames = lm, offset, 0
-        self.decoder = LexiconDecoder(lm.options, lm.trie, lm.lm, lm.silence, BLANK,
-                                      lm.words.get_index(UNK), [], False)
+        trie, word_lm = (lm.trie, lm.lm) if biasing is None else (biasing.trie, biasing.new_lm())
+        self.word_lm = word_lm  # flashlight holds it by reference only: this keeps it alive
+        self.decoder = LexiconDecoder(lm.options, trie, word_lm, lm.silence, BLANK, lm.unk, [], False)
         self.decoder.decode_begin()
         self.greedy = GreedySearch(offset)  # the letters after the search's last finished word
         self.done: list[Token] | None = None

@@ -9,6 +9,7 @@ and segment finals), or over a whole utterance (`decode`, which is the same sear
     search.push(logprobs)                          # (T, V), every chunk
     decoder.text(search.best())                    # the partial result so far
     decoder.text(search.final())                   # the result once the segment has ended
+    decoder.with_hotwords(read_hotwords("names.txt", tokenizer))   # the same search, favouring the user's words
 """
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ from typing import Protocol
 import numpy as np
 
 from asr.decoding.beam import BeamConfig, LMError, WordLM
+from asr.decoding.biasing import Biasing
 from asr.decoding.ctc import GreedySearch, Token, Word, word_times
+from asr.decoding.hotwords import Hotword
 from asr.pretrained import default_lm_path
 from asr.tokenizer import Tokenizer
 
@@ -37,8 +40,8 @@ class Search(Protocol):
 class Decoder:
     """Greedy CTC (`lm=None`) or the lexicon beam search over `lm`; makes one search per segment."""
 
-    def __init__(self, tokenizer: Tokenizer, lm: WordLM | None = None):
-        self.tokenizer, self.lm = tokenizer, lm
+    def __init__(self, tokenizer: Tokenizer, lm: WordLM | None = None, biasing: Biasing | None = None):
+        self.tokenizer, self.lm, self.biasing = tokenizer, lm, biasing
 
     @classmethod
     def load(cls, tokenizer: Tokenizer, lm: str | Path | None = "bundled",
@@ -51,13 +54,20 @@ class Decoder:
                 raise LMError("no word LM is bundled in this installation; give one with --lm PATH")
         return cls(tokenizer, WordLM(tokenizer, lm, cfg) if lm is not None else None)
 
+    def with_hotwords(self, hotwords: list[Hotword]) -> "Decoder":
+        """This decoder favouring `hotwords` (words outside the lexicon become possible outputs); the word
+        LM is shared. ValueError for a greedy decoder: hotwords need the beam search."""
+        if self.lm is None:
+            raise ValueError("hotwords need the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
+        return Decoder(self.tokenizer, self.lm, self.lm.biasing.get(hotwords))
+
     @property
     def kind(self) -> str:
         return "greedy" if self.lm is None else "beam"
 
     def search(self, offset: int = 0) -> Search:
         """A new search for a segment that starts at encoder frame `offset`."""
-        return GreedySearch(offset) if self.lm is None else self.lm.search(offset)
+        return GreedySearch(offset) if self.lm is None else self.lm.search(offset, self.biasing)
 
     def decode(self, logprobs: np.ndarray, offset: int = 0) -> list[Token]:
         """A whole utterance's (T, V) log-probs -> its tokens: one search, fed once."""

@@ -1,0 +1,152 @@
+"""Hotwords: the list's parsing and errors, and the biased beam search (controlled log-probs and real speech)."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asr import evaluate, stream, transcribe
+from asr.decoding.beam import BeamConfig, WordLM
+from asr.decoding.decoder import Decoder
+from asr.decoding.hotwords import DEFAULT_BOOST, Hotword, HotwordError, parse_hotwords, read_hotwords
+from asr.pretrained import default_lm_path, default_model_path
+from asr.tokenizer import Tokenizer
+from asr.tools.lm import build_arpa
+
+CHAR = Tokenizer("char")
+CORPUS = ["THE CAT SAT", "THE CAT RAN", "THE DOG SAT", "A DOG RAN HOME", "THE CAT SAT HOME", "A CAT"]
+
+
+def test_a_list_gives_words_phrases_and_boosts() -> None:
+    lines = ["# names", "", "jessica pemberton 3.0", "Okonkwo", "  st. john-smith  12 ", "OKONKWO 2"]
+    assert parse_hotwords(lines, "x", CHAR) == [
+        Hotword(("JESSICA", "PEMBERTON"), 3.0), Hotword(("OKONKWO",), 2.0), Hotword(("ST", "JOHN", "SMITH"), 12.0)]
+    assert parse_hotwords(["zorblax"], "x", CHAR) == [Hotword(("ZORBLAX",), DEFAULT_BOOST)]
+
+
+@pytest.mark.parametrize("content, line, reason", [
+    (b"", None, "no hotwords"),
+    (b"# only a comment\n\n", None, "no hotwords"),
+    (b"\x89PNG\r\n\x1a\n\x00\xff", None, "not a text file"),
+    (b"fine\n\xff\xfe bad\n", 2, "not UTF-8"),
+    (b"good\nr2d2\n", 2, "cannot be spelled"),
+    (b"\xe6\x97\xa5\xe6\x9c\xac\n", 1, "cannot be spelled"),
+    (b"jessica -1\n", 1, "must be > 0"),
+    (b"jessica 0\n", 1, "must be > 0"),
+    (b"jessica 1e999\n", 1, "must be > 0"),
+    (b"ok\njessica 3.0.1\n", 2, "bad boost"),
+])
+def test_a_bad_list_is_one_clear_error(tmp_path: Path, content: bytes, line: int | None, reason: str) -> None:
+    path = tmp_path / "hot.txt"
+    path.write_bytes(content)
+    with pytest.raises(HotwordError, match=reason) as caught:
+        read_hotwords(path, CHAR)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{path}:" if line is None else f"{path}:{line}:")
+
+
+@pytest.mark.parametrize("main", [stream.main, transcribe.main, evaluate.main])
+def test_the_tools_refuse_a_bad_list_in_one_line(tmp_path: Path, capsys, main, speech_wav: Path) -> None:
+    hot = tmp_path / "hot.txt"
+    hot.write_text("jessica pemberton\nC3PO\n")
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"audio": "%s", "duration": 2.0, "text": "THE QUICK BROWN FOX"}\n' % speech_wav)
+    source = {stream.main: ["--file", str(speech_wav)], transcribe.main: [str(speech_wav)],
+              evaluate.main: ["--manifest", str(manifest)]}[main]
+    assert main([*source, "--hotwords", str(hot), "--backend", "onnx"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f"error: {hot}:2: 'C3PO' cannot be spelled with the model's units "
+                                             "('3'; write numbers as words)")
+
+
+def test_hotwords_need_the_beam_search(tmp_path: Path, capsys, speech_wav: Path) -> None:
+    hot = tmp_path / "hot.txt"
+    hot.write_text("okonkwo\n")
+    assert transcribe.main([str(speech_wav), "--greedy", "--hotwords", str(hot), "--backend", "onnx"]) == 1
+    assert "--hotwords needs the beam search" in capsys.readouterr().err
+
+
+def emissions(frames: list[dict[str, float]]) -> np.ndarray:
+    """(T, V) log-probs of the character units: each frame's listed units get these probabilities."""
+    units = CHAR.units()
+    rows = []
+    for frame in frames:
+        row = np.full(len(units), (1 - sum(frame.values())) / (len(units) - len(frame)))
+        for unit, p in frame.items():
+            row[units.index(unit)] = p
+        rows.append(np.log(row))
+    return np.stack(rows).astype(np.float32)
+
+
+def spoken(text: str, confusions: dict[str, dict[str, float]]) -> np.ndarray:
+    """Frames spelling `text` ("|" between words), a blank after each letter; `confusions` replaces
+    the frame of a letter (by its position in `text`) with a less certain one."""
+    frames = []
+    for i, char in enumerate(text.replace(" ", "|")):
+        frames += [confusions.get(str(i), {char: 0.8}), {"<blank>": 0.8}]
+    return emissions(frames)
+
+
+@pytest.fixture()
+def toy_lm(tmp_path: Path) -> WordLM:
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    return WordLM(CHAR, arpa, BeamConfig(beam_size=32, lm_weight=1.0))
+
+
+def test_a_listed_word_outside_the_lexicon_is_emitted_and_never_otherwise(toy_lm: WordLM) -> None:
+    # "ZORBLAX" is no lexicon word; its first letter is heard as "C" nearly as well as "Z"
+    logprobs = spoken("THE ZORBLAX SAT", {"4": {"Z": 0.45, "C": 0.4}})
+    plain = Decoder(CHAR, toy_lm)
+    assert "ZORBLAX" not in plain.text(plain.decode(logprobs)).split()
+    biased = plain.with_hotwords(parse_hotwords(["zorblax"], "x", CHAR))
+    assert biased.text(biased.decode(logprobs)) == "THE ZORBLAX SAT"
+    other = plain.with_hotwords(parse_hotwords(["quintessence"], "x", CHAR))  # an unrelated list changes nothing here
+    assert other.text(other.decode(logprobs)) == plain.text(plain.decode(logprobs))
+    assert plain.text(plain.decode(logprobs)) == Decoder(CHAR, toy_lm).text(Decoder(CHAR, toy_lm).decode(logprobs))
+
+
+def test_a_boost_favours_a_lexicon_word_and_a_broken_phrase_keeps_no_bonus(toy_lm: WordLM) -> None:
+    logprobs = spoken("THE DOG RAN", {"4": {"D": 0.42, "C": 0.4}, "5": {"O": 0.42, "A": 0.4},
+                                      "6": {"G": 0.42, "T": 0.4}})
+    plain = Decoder(CHAR, toy_lm)
+    assert plain.text(plain.decode(logprobs)) == "THE CAT RAN"  # the LM prefers CAT after THE
+    assert plain.with_hotwords([Hotword(("CAT",), 5.0), Hotword(("DOG",), 5.0)]).lm is toy_lm
+    favoured = plain.with_hotwords([Hotword(("DOG",), 5.0)])
+    assert favoured.text(favoured.decode(logprobs)) == "THE DOG RAN"
+    # "DOG HOME" is listed: "DOG" earns its bonus only while the phrase may go on, and loses it at "RAN"
+    phrase = plain.with_hotwords([Hotword(("DOG", "HOME"), 5.0)])
+    assert phrase.text(phrase.decode(logprobs)) == "THE CAT RAN"
+
+
+def test_searches_stream_the_same_with_hotwords(toy_lm: WordLM) -> None:
+    logprobs = spoken("THE ZORBLAX SAT", {"4": {"Z": 0.45, "C": 0.4}})
+    biased = Decoder(CHAR, toy_lm).with_hotwords(parse_hotwords(["zorblax 8"], "x", CHAR))
+    search = biased.search(offset=10)
+    for start in range(0, len(logprobs), 5):
+        search.push(logprobs[start:start + 5])
+    assert search.final() == biased.decode(logprobs, offset=10)
+
+
+def _say(text: str, path: Path, voice: str) -> Path:
+    if not shutil.which("espeak-ng"):
+        pytest.skip("espeak-ng is not installed")
+    subprocess.run(["espeak-ng", "-v", voice, "-w", str(path), text], check=True, capture_output=True)
+    return path
+
+
+@pytest.mark.skipif(default_model_path() is None or default_lm_path() is None, reason="no bundled model and LM")
+def test_real_speech_a_listed_name_is_recognised(tmp_path: Path, capsys) -> None:
+    """espeak-ng's en-us+m3 (a training voice) says a name outside the lexicon: the bundled model and LM
+    never output it, and do with the name listed (through asr.transcribe, as a user would)."""
+    wav = _say("the meeting with jessica pemberton is at noon", tmp_path / "name.wav", "en-us+m3")
+    hot = tmp_path / "names.txt"
+    hot.write_text("jessica pemberton 12\n")
+    assert transcribe.main([str(wav), "--backend", "onnx"]) == 0
+    plain = capsys.readouterr().out.split()
+    assert "PEMBERTON" not in plain and "JESSICA" not in plain
+    assert transcribe.main([str(wav), "--backend", "onnx", "--hotwords", str(hot)]) == 0
+    assert "JESSICA PEMBERTON" in capsys.readouterr().out
