@@ -106,6 +106,8 @@ class App:
                 parsed = protocol.parse_text(message, first)
                 if isinstance(parsed, Start):
                     buffer = AudioBuffer(self.limits.chunk_samples, parsed.sample_rate)
+                    if parsed.hotwords:
+                        stream = self.engine.open(parsed.hotwords)
                 elif isinstance(parsed, End):
                     for chunk in buffer.flush():
                         await _send(ws, await self.engine.step(stream, chunk))

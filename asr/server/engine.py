@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from asr.endpoint import Emission
+from asr.server import protocol
+from asr.server.protocol import ProtocolError
 from asr.server.recognition import Recognition, Stream
 
 log = logging.getLogger("asr.serve")
@@ -41,8 +43,13 @@ class Engine:
         self.rows = 0  # chunks stepped
         self.fallbacks = 0  # passes whose batched step failed (then each stream is stepped alone)
 
-    def open(self) -> Stream:
-        return self.recognition.open()
+    def open(self, hotwords: tuple[str, ...] = ()) -> Stream:
+        """A new stream, favouring `hotwords` (lines of a hotword list) if any: ProtocolError (1007) for a
+        list that cannot be used. A list first seen builds its lexicon trie here (a few hundred ms)."""
+        try:
+            return self.recognition.open(list(hotwords))
+        except ValueError as err:  # HotwordError, or hotwords asked of a greedy server
+            raise ProtocolError(str(err), protocol.INVALID) from None
 
     async def step(self, stream: Stream, chunk: np.ndarray) -> list[Emission]:
         """One chunk of 16 kHz float32 samples -> the stream's emissions for it."""

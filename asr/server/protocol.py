@@ -1,7 +1,8 @@
 """The /asr WebSocket protocol: what a client may send, and the close codes the server uses.
 
 Client -> server:
-    {"sample_rate": N}     optional first text message (default 16000; other rates are resampled)
+    {"sample_rate": N, "hotwords": [...]}   optional first text message: the rate (default 16000; others are
+                           resampled) and this stream's hotword list (lines as in a --hotwords file)
     binary                 little-endian int16 mono PCM, any length (an even number of bytes)
     {"type": "end"}        no more audio: the server flushes, sends the last final(s), closes 1000
 Server -> client: one JSON text message per emission (the keys of `asr.stream --json`), or
@@ -39,7 +40,8 @@ class ProtocolError(Exception):
 
 @dataclass(frozen=True)
 class Start:
-    sample_rate: int
+    sample_rate: int = 16000
+    hotwords: tuple[str, ...] = ()  # lines of a hotword list (asr.decoding.hotwords), for this stream only
 
 
 @dataclass(frozen=True)
@@ -57,14 +59,26 @@ def parse_text(text: str, first: bool) -> Start | End:
         raise ProtocolError("text message must be a JSON object", UNSUPPORTED)
     if message.get("type") == "end" and len(message) == 1:
         return End()
-    if "sample_rate" in message and set(message) <= {"sample_rate", "type"} and message.get("type", "start") == "start":
+    if set(message) & {"sample_rate", "hotwords"} and set(message) <= {"sample_rate", "hotwords", "type"} \
+            and message.get("type", "start") == "start":
         if not first:
-            raise ProtocolError("sample_rate may only be sent before any audio", UNSUPPORTED)
-        rate = message["sample_rate"]
+            raise ProtocolError("sample_rate and hotwords may only be sent before any audio", UNSUPPORTED)
+        rate = message.get("sample_rate", 16000)
         if not isinstance(rate, int) or isinstance(rate, bool) or not MIN_RATE <= rate <= MAX_RATE:
             raise ProtocolError(f"sample_rate must be an integer in {MIN_RATE}..{MAX_RATE} (got {rate!r})", INVALID)
-        return Start(rate)
-    raise ProtocolError('unknown message: expected {"sample_rate": N} or {"type": "end"}', UNSUPPORTED)
+        return Start(rate, _hotword_lines(message.get("hotwords", [])))
+    raise ProtocolError('unknown message: expected {"sample_rate": N, "hotwords": [...]} or {"type": "end"}',
+                        UNSUPPORTED)
+
+
+def _hotword_lines(value: object) -> tuple[str, ...]:
+    """The start message's hotwords: a list of lines, or one string of lines."""
+    if isinstance(value, str):
+        return tuple(value.splitlines())
+    if not isinstance(value, list) or not all(isinstance(line, str) for line in value):
+        raise ProtocolError("hotwords must be a list of strings (one word or phrase each, an optional boost after it)",
+                            INVALID)
+    return tuple(value)
 
 
 def pcm16(data: bytes, limit: int) -> np.ndarray:

@@ -18,6 +18,7 @@ import numpy as np
 
 from asr.audio import SAMPLE_RATE
 from asr.decoding.decoder import Decoder
+from asr.decoding.hotwords import parse_hotwords
 from asr.endpoint import EndpointConfig, Emission, Segmenter
 from asr.recognizer import Recognizer, StreamState
 
@@ -41,8 +42,13 @@ class Recognition:
         self.recognizer, self.endpoint = recognizer, endpoint
         self.decoder = decoder or Decoder(recognizer.tokenizer)
 
-    def open(self) -> Stream:
-        segmenter = Segmenter(self.decoder, self.recognizer.frame_seconds, self.endpoint)
+    def open(self, hotwords: list[str] | None = None) -> Stream:
+        """A new stream; `hotwords` (lines of a hotword list) replace the server's own list for it
+        (HotwordError, or ValueError for a greedy decoder, if they cannot be used)."""
+        decoder = self.decoder
+        if hotwords:
+            decoder = decoder.with_hotwords(parse_hotwords(hotwords, "hotwords", self.recognizer.tokenizer))
+        segmenter = Segmenter(decoder, self.recognizer.frame_seconds, self.endpoint)
         return Stream(self.recognizer.initial_state(), segmenter)
 
     def advance(self, streams: list[Stream], chunks: list[np.ndarray]) -> list[list[Emission] | Exception]:

@@ -58,7 +58,8 @@ async function start() {
   socket = new WebSocket(`${scheme}//${location.host}/asr` + (token ? "?token=" + encodeURIComponent(token) : ""));
   socket.binaryType = "arraybuffer";
   socket.onopen = () => {
-    socket.send(JSON.stringify({ sample_rate: rate }));
+    const hotwords = $("hotwords").value.split("\n").filter((line) => line.trim());
+    socket.send(JSON.stringify(hotwords.length ? { sample_rate: rate, hotwords } : { sample_rate: rate }));
     node = new AudioWorkletNode(context, "pcm-sender");
     node.port.onmessage = (message) => {
       if (!socket || socket.readyState !== WebSocket.OPEN) return;
