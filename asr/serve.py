@@ -1,28 +1,39 @@
 """Serve the recognizer over WebSocket, with a page that transcribes the microphone live.
 
-    python -m asr.serve [--host 127.0.0.1] [--port 8765] [--model PATH] [--greedy] [--max-streams N] [--token SECRET]
+    python -m asr.serve [--host 127.0.0.1] [--port 8765] [--workers N] [--model PATH] [--greedy]
+                        [--max-streams N] [--token SECRET] [--log-json]
 
 Open http://HOST:PORT/ in a browser, or stream from any client to ws://HOST:PORT/asr: an optional
 first text message {"sample_rate": N}, then binary little-endian int16 mono PCM, then {"type": "end"}.
 The server answers with the JSON objects of `asr.stream --json` (a partial every 500 ms of audio,
-finals at endpoints) and closes with 1000 after the last final. All live streams share one model:
-their ready chunks go through the encoder as one batch.
+finals at endpoints) and closes with 1000 after the last final. The live streams of one worker share
+its model: their ready chunks go through the encoder as one batch. --workers N (default: one per core)
+runs N such processes behind the one port. GET /healthz answers 200 once the model is loaded (503
+while stopping), GET /metrics the Prometheus metrics. SIGTERM (or Ctrl-C) stops accepting, ends every
+open stream with its final(s) (close code 1001), then exits 0.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
-import signal
 import sys
 
 from asr import cli
-from asr.audio import SAMPLE_RATE
-from asr.decoding.beam import LMError
-from asr.model.backend import ModelError
-from asr.server.app import App, Limits, start
-from asr.server.engine import Engine
-from asr.server.recognition import Recognition
+from asr.server import logs
+from asr.server.supervisor import StartError, Supervisor
+from asr.server.worker import LOAD_ERRORS, build_app, serve
+
+log = logging.getLogger("asr.serve")
+
+
+def cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,33 +46,20 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--idle-timeout", type=float, default=30.0, help="close a stream silent this many seconds")
     parser.add_argument("--max-message", type=int, default=256 * 1024, help="largest audio message in bytes")
     parser.add_argument("--max-batch", type=int, default=64, help="most chunks in one encoder pass")
+    parser.add_argument("--workers", type=int, default=cores(),
+                        help="serving processes behind the port, each with its own model (default: the number of "
+                             f"cores, {cores()} here)")
+    parser.add_argument("--log-json", action="store_true", help="log one JSON object per line on stderr")
     cli.add_model_args(parser)
     cli.add_decoder_args(parser)
     cli.add_endpoint_args(parser)
     return parser
 
 
-async def _serve(app: App, host: str, port: int) -> None:
-    server = await start(app, host, port)
-    bound = server.sockets[0].getsockname()[1]
-    print(f"asr.serve: listening on http://{host}:{bound}/ (stream to ws://{host}:{bound}/asr); Ctrl-C to stop",
-          file=sys.stderr, flush=True)
-    if host not in ("127.0.0.1", "localhost", "::1") and app.limits.token is None:
-        print("asr.serve: warning: listening beyond this machine without --token: anyone who can reach the port "
-              "can use it", file=sys.stderr, flush=True)
-    stop = asyncio.get_running_loop().create_future()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        asyncio.get_running_loop().add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
-    await stop
-    server.close()
-    await server.wait_closed()
-    app.engine.close()
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    for name, low in (("port", 0), ("max_streams", 1), ("max_message", 2), ("max_batch", 1)):
+    for name, low in (("port", 0), ("max_streams", 1), ("max_message", 2), ("max_batch", 1), ("workers", 1)):
         if getattr(args, name) < low:
             parser.error(f"--{name.replace('_', '-')} must be >= {low} (got {getattr(args, name)})")
     if args.port > 65535:
@@ -70,22 +68,30 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--idle-timeout must be > 0 (got {args.idle_timeout})")
     if args.token is not None and not args.token:
         parser.error("--token must not be empty")
+    logs.setup(args.log_json)
+
+    def listening(port: int) -> None:
+        log.info(f"listening on http://{args.host}:{port}/ (stream to ws://{args.host}:{port}/asr); Ctrl-C to stop",
+                 extra={"workers": args.workers} if args.workers > 1 else {})
+        if args.host not in ("127.0.0.1", "localhost", "::1") and args.token is None:
+            log.warning("listening beyond this machine without --token: anyone who can reach the port can use it")
     try:
-        endpoint = cli.endpoint_config(args).validate()
-        recognizer = cli.load_recognizer(args)
-        decoder = cli.load_decoder(args, recognizer)
-    except (ModelError, LMError, OSError, ValueError) as err:
-        cli.error("serve", err)
-        return 1
-    limits = Limits(max_streams=args.max_streams, max_message=args.max_message, idle_timeout=args.idle_timeout,
-                    chunk_samples=SAMPLE_RATE // 2, token=args.token)
-    app = App(Engine(Recognition(recognizer, decoder, endpoint), max_batch=args.max_batch), limits)
-    try:
-        asyncio.run(_serve(app, args.host, args.port))
+        if args.workers == 1:
+            try:
+                app = build_app(args)
+            except LOAD_ERRORS as err:
+                cli.error("serve", err)
+                return 1
+            return 0 if asyncio.run(serve(app, args.host, args.port, False, listening)) else 1
+        try:
+            cli.endpoint_config(args).validate()
+            return Supervisor(args, args.workers).run(listening)
+        except (StartError, ValueError) as err:
+            cli.error("serve", err)
+            return 1
     except OSError as err:  # the port is taken, the host unknown
         cli.error("serve", f"cannot listen on {args.host}:{args.port}: {err.strerror or err}")
         return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ async def cycles(url: str, audio: bytes, count: int, parallel: int = 8) -> None:
 
 def test_rss_returns_to_baseline_after_1000_connections():
     audio = sf.read(EXAMPLES / "synthetic_slt.flac", dtype="int16")[0].tobytes()
-    server = ServerProcess()
+    server = ServerProcess("--workers", "1")  # the RSS measured is the serving process's own
     url = f"ws://127.0.0.1:{server.port}/asr"
     try:
         asyncio.run(cycles(url, audio, 150))  # warm up: allocator pools, LM caches, code paths

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 NORMAL = 1000  # the stream ended as asked
+GOING_AWAY = 1001  # the server is stopping: the stream got its final(s) for the audio heard so far
 UNSUPPORTED = 1003  # text that is not the protocol
 INVALID = 1007  # malformed audio (odd byte count) or a malformed first message
 POLICY = 1008  # idle too long

@@ -21,6 +21,7 @@ from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import parse_hotwords
 from asr.endpoint import EndpointConfig, Emission, Segmenter
 from asr.recognizer import Recognizer, StreamState
+from asr.server import metrics
 
 
 @dataclass(eq=False)
@@ -51,19 +52,25 @@ class Recognition:
         segmenter = Segmenter(decoder, self.recognizer.frame_seconds, self.endpoint)
         return Stream(self.recognizer.initial_state(), segmenter)
 
-    def advance(self, streams: list[Stream], chunks: list[np.ndarray]) -> list[list[Emission] | Exception]:
-        """One chunk (16 kHz float32) per stream -> each stream's emissions (finals, then a partial),
-        or the exception its decoding raised. If the batched step itself raises, no stream changed."""
+    def advance(self, streams: list[Stream], chunks: list[np.ndarray],
+                partials: list[bool] | None = None) -> list[list[Emission] | Exception]:
+        """One chunk (16 kHz float32) per stream -> each stream's emissions (finals, then a partial unless
+        its `partials` entry is False), or the exception its decoding raised. If the batched step itself
+        raises, no stream changed."""
         began = time.perf_counter()
         results = self.recognizer.step_many(chunks, [s.state for s in streams])
-        compute_ms = (time.perf_counter() - began) * 1000
+        model_s = time.perf_counter() - began
         out: list[list[Emission] | Exception] = []
-        for stream, chunk, (logprobs, state) in zip(streams, chunks, results):
+        for i, (stream, chunk, (logprobs, state)) in enumerate(zip(streams, chunks, results)):
             stream.state, stream.heard = state, stream.heard + len(chunk)
+            began = time.perf_counter()
             try:
-                out.append(stream.segmenter.push(logprobs, stream.seconds, compute_ms))
+                partial = True if partials is None else partials[i]
+                out.append(stream.segmenter.push(logprobs, stream.seconds, model_s * 1000, partial=partial))
             except Exception as err:
                 out.append(err)
+            metrics.CHUNK_COMPUTE.observe(model_s + time.perf_counter() - began)
+        metrics.AUDIO_SECONDS.inc(sum(len(c) for c in chunks) / SAMPLE_RATE)
         return out
 
     def finish(self, stream: Stream) -> list[Emission]:
