@@ -259,7 +259,8 @@ def kokoro_lang(v: Voice) -> str:
 
 def kokoro_en_blends(n: int = KOKORO_EN_BLENDS, seed: int = KOKORO_EN_BLEND_SEED) -> list[Voice]:
     """`n` distinct blended speakers: each the weighted mean of 2-3 distinct training voices, weights
-    from a Dirichlet(2) draw with every part at least 0.1 (so no blend is a named voice in disguise)."""
+    from a Dirichlet(2) draw with every part at least 0.1 (so no blend is a named voice in disguise).
+    Another `seed` gives other blends, named apart (kokoro_en-s<seed>-blend0000)."""
     pool = [name for name in KOKORO_EN_VOICES if not _never_train_source(("kokoro", name))]
     rng = np.random.default_rng(seed)
     out: list[Voice] = []
@@ -272,7 +273,8 @@ def kokoro_en_blends(n: int = KOKORO_EN_BLENDS, seed: int = KOKORO_EN_BLEND_SEED
             continue
         seen.add(parts)
         total = sum(w for _, w in parts)
-        out.append(Voice("kokoro_en", f"kokoro_en-blend{len(out):04d}", tuple((a, w / total) for a, w in parts)))
+        tag = "" if seed == KOKORO_EN_BLEND_SEED else f"s{seed}-"
+        out.append(Voice("kokoro_en", f"kokoro_en-{tag}blend{len(out):04d}", tuple((a, w / total) for a, w in parts)))
     return out
 
 
@@ -295,8 +297,8 @@ HELD_OUT = {"espeak": lambda v: v.args[1] == "m6", "flite": lambda v: v.args[0] 
             "kokoro_en": lambda v: len(v.args) == 1 and v.args[0][0] in KOKORO_EN_CHECK}
 
 
-def voices(engine: str) -> list[Voice]:
-    """All voices of an engine (train and held out)."""
+def voices(engine: str, blend_seed: int = KOKORO_EN_BLEND_SEED) -> list[Voice]:
+    """All voices of an engine (train and held out); `blend_seed` picks Kokoro English's blends."""
     if engine == "espeak":
         return [Voice("espeak", f"espeak-{lang}-{var}", (lang, var)) for lang in ESPEAK_LANGS
                 for var in ESPEAK_VARIANTS]
@@ -307,7 +309,7 @@ def voices(engine: str) -> list[Voice]:
     if engine == "kokoro":
         return [Voice("kokoro", f"kokoro-{s}", (s,)) for s in KOKORO_STYLES]
     if engine == "kokoro_en":
-        return [Voice("kokoro_en", f"kokoro_en-{n}", ((n, 1.0),)) for n in KOKORO_EN_VOICES] + kokoro_en_blends()
+        return [Voice("kokoro_en", f"kokoro_en-{n}", ((n, 1.0),)) for n in KOKORO_EN_VOICES] + kokoro_en_blends(seed=blend_seed)
     return [Voice(engine, f"{engine}-{'heart' if engine == 'hibari' else 'joe'}")]
 
 
@@ -353,9 +355,9 @@ def voice_probs(engine: str, chosen: list[Voice]) -> np.ndarray | None:
     return np.where(named, 0.25 / named.sum(), 0.75 / (~named).sum())
 
 
-def train_voices(engine: str) -> list[Voice]:
+def train_voices(engine: str, blend_seed: int = KOKORO_EN_BLEND_SEED) -> list[Voice]:
     """The voices an engine may train with: every voice that is not `never_train`."""
-    chosen = [v for v in voices(engine) if not never_train(v)]
+    chosen = [v for v in voices(engine, blend_seed) if not never_train(v)]
     assert not any(never_train(v) for v in chosen)
     return chosen
 

@@ -144,14 +144,15 @@ def synthesize(job: tuple[Item, str]) -> tuple[str, float, float]:
 class Stream:
     """One engine's deterministic, endless-until-exhausted sequence of train items."""
 
-    def __init__(self, engine: str, sentences: list[Sentence], seed: int) -> None:
-        self.engine, self.sentences, self.seed = engine, sentences, seed
-        self.voices = E.train_voices(engine)  # never a held-out voice (E.never_train)
+    def __init__(self, engine: str, sentences: list[Sentence], seed: int, start: int = 0,
+                 blend_seed: int = E.KOKORO_EN_BLEND_SEED) -> None:
+        self.engine, self.sentences, self.seed, self.start = engine, sentences, seed, start
+        self.voices = E.train_voices(engine, blend_seed)  # never a held-out voice (E.never_train)
         self.probs = E.voice_probs(engine, self.voices)
         self.done: list[tuple[Item, float]] = []  # generated prefix: (item, duration)
         self.hours = 0.0
         self.synth_s = self.audio_s = 0.0  # for the x-real-time report
-        self.next_i = 0  # next index of self.sentences to take
+        self.next_i = start  # next index of self.sentences to take (a slice of the sequence starts later)
 
     def item(self, i: int) -> Item:
         rng = np.random.default_rng(stable_seed(self.seed, self.engine, i))
@@ -259,6 +260,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rounds", type=int, default=4, help="manifests are rewritten after each round")
     p.add_argument("--max-sentences", type=int, default=0, help="use only the first N train/held sentences (tests)")
+    p.add_argument("--start-sentence", type=int, default=0,
+                   help="each train engine starts at this index of its sentence sequence (a later slice of the "
+                        "same sequence: recipes/voices/continue.py renders a new one every period)")
+    p.add_argument("--blend-seed", type=int, default=E.KOKORO_EN_BLEND_SEED,
+                   help="seed of Kokoro English's 1000 blended training speakers (another seed, other blends)")
     p.add_argument("--text-only", action="store_true", help="only write <out>/train_text.txt, then exit")
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
@@ -289,7 +295,8 @@ def main(argv: list[str] | None = None) -> None:
         log.info("engine %s has no training voice (all held out): it makes no train items", e)
     train_engines = [e for e in train_engines if E.train_voices(e)]
     slices = train_slices(len(train_s), a.seed, train_engines)
-    streams = [Stream(e, [train_s[j] for j in slices[e]], a.seed) for e in train_engines]
+    streams = [Stream(e, [train_s[j] for j in slices[e]], a.seed, a.start_sentence, a.blend_seed)
+               for e in train_engines]
     share = {e: E.WEIGHTS[e] / sum(E.WEIGHTS[x] for x in train_engines) for e in train_engines}
     train_path = a.out / a.train_manifest
 
@@ -314,6 +321,10 @@ def main(argv: list[str] | None = None) -> None:
                 log.info("round %d %-8s %6.2f h %5d utts %s", r, st.engine, st.hours, len(st.done),
                          f"{st.audio_s / st.synth_s:.1f}x real time per job" if st.synth_s else "")
                 write_manifest(train_path, [row for st in streams for row in st.done])
+    slice_path = train_path.with_suffix(".slice.json")  # which part of each engine's sequence it holds
+    slice_path.write_text(json.dumps({st.engine: {"start": st.start, "end": st.next_i, "hours": round(st.hours, 4),
+                                                  "utterances": len(st.done), "blend_seed": a.blend_seed}
+                                      for st in streams}, indent=1) + "\n")
     total = sum(st.hours for st in streams)
     log.info("done: train %.2f h in %d utts (%s), check %d utts", total, sum(len(st.done) for st in streams),
              train_path, n_check)
