@@ -21,10 +21,15 @@ from asr.tokenizer import Tokenizer
 FORMAT = "asr-ctc-v1"
 
 
-def save_model(path: str | Path, encoder: Encoder, tokenizer: Tokenizer, info: dict | None = None) -> None:
+def save_model(path: str | Path, encoder: Encoder, tokenizer: Tokenizer, info: dict | None = None,
+               half: bool = False) -> None:
+    """Write the model file; `half` stores the weights as float16 (the CMVN stats stay float32), half the
+    bytes: loading casts them back to the model's float32."""
     metadata = {"format": FORMAT, "config": json.dumps(asdict(encoder.cfg)),
                 "tokenizer": base64.b64encode(tokenizer.to_bytes()).decode(), "info": json.dumps(info or {})}
     tensors = {k: v.detach().contiguous().cpu() for k, v in encoder.state_dict().items()}
+    if half:
+        tensors = {k: v.half() if v.is_floating_point() and not k.startswith("cmvn.") else v for k, v in tensors.items()}
     save_file(tensors, str(path), metadata=metadata)
 
 

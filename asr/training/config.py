@@ -18,6 +18,8 @@ class OptimConfig:
     warmup_steps: int = 500
     decay_steps: int = 20000  # cosine decay from lr to lr * final_ratio over these steps
     final_ratio: float = 0.05
+    step_offset: int = 0  # the schedule's position at this run's step 0 (a run continued from an earlier one)
+    rewarm_steps: int = 0  # a continued run without optimizer moments ramps its lr up again over these steps
 
 
 @dataclass
@@ -60,6 +62,7 @@ class TrainConfig:
     checkpoint_every_steps: int = 200  # last.ckpt, for resuming
     keep_every_steps: int = 500  # step<N>.ckpt: the newest keep_checkpoints of these stay, for averaging
     keep_checkpoints: int = 6
+    stop_after_minutes: float | None = None  # end this process's fitting after this wall time (last.ckpt saved)
     select_by: str = "val_cer"  # validation metric that picks best.ckpt (CER tracks progress before WER moves)
     cmvn_utterances: int = 400  # training utterances used to estimate the global mean/std
 

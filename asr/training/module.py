@@ -16,11 +16,14 @@ from asr.tokenizer import Tokenizer
 
 
 def warmup_cosine(step: int, cfg: OptimConfig) -> float:
-    """Learning-rate multiplier: linear warm-up, then cosine decay to cfg.final_ratio."""
-    if step < cfg.warmup_steps:
-        return (step + 1) / cfg.warmup_steps
-    progress = min((step - cfg.warmup_steps) / max(cfg.decay_steps, 1), 1.0)
-    return cfg.final_ratio + (1 - cfg.final_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+    """Learning-rate multiplier at this run's `step`: linear warm-up, then cosine decay to cfg.final_ratio,
+    on the schedule's own position (cfg.step_offset + step); a continued run re-warms over cfg.rewarm_steps."""
+    rewarm = min((step + 1) / cfg.rewarm_steps, 1.0) if cfg.rewarm_steps else 1.0
+    position = cfg.step_offset + step
+    if position < cfg.warmup_steps:
+        return rewarm * (position + 1) / cfg.warmup_steps
+    progress = min((position - cfg.warmup_steps) / max(cfg.decay_steps, 1), 1.0)
+    return rewarm * (cfg.final_ratio + (1 - cfg.final_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def gather_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -5,7 +5,9 @@ the exported `model.safetensors`. Running the same command again resumes from th
 """
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 import random
 import time
@@ -81,6 +83,61 @@ def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeou
     return module
 
 
+class WallClockStop(L.Callback):
+    """Ends fitting once `minutes` of wall time have passed since it started, saving `last` first, so a
+    run given a time budget (a working period) stops cleanly and its next run resumes from that step."""
+
+    def __init__(self, minutes: float, last: Path):
+        self.minutes, self.last, self.deadline = minutes, last, math.inf
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.deadline = time.monotonic() + 60 * self.minutes
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args) -> None:
+        if trainer.strategy.reduce_boolean_decision(time.monotonic() > self.deadline, all=False):
+            trainer.save_checkpoint(self.last)
+            trainer.should_stop = True
+
+
+class StepTimes(L.Callback):
+    """Where fitting's wall time goes, written to `out` (JSON) when it ends: `model_s` from each batch's
+    start to its end (forward, backward, optimizer step), `between_s` from a batch's end to the next one's
+    start (fetching the batch: with data.num_workers=0 all of its loading and augmentation; checkpoints,
+    logging), `validation_s` validation."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.totals = dict.fromkeys(("model_s", "between_s", "validation_s"), 0.0)
+        self.steps, self.started, self.mark = 0, 0.0, 0.0
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.started = self.mark = time.perf_counter()
+
+    def _lap(self, key: str) -> None:
+        now = time.perf_counter()
+        self.totals[key] += now - self.mark
+        self.mark = now
+
+    def on_train_batch_start(self, *args) -> None:
+        self._lap("between_s")
+
+    def on_train_batch_end(self, *args) -> None:
+        self._lap("model_s")
+        self.steps += 1
+
+    def on_validation_start(self, *args) -> None:
+        self._lap("between_s")
+
+    def on_validation_end(self, *args) -> None:
+        self._lap("validation_s")
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.is_global_zero:
+            wall = time.perf_counter() - self.started
+            self.out.write_text(json.dumps({"steps": self.steps, "wall_s": round(wall, 1),
+                                            **{k: round(v, 1) for k, v in self.totals.items()}}) + "\n")
+
+
 def train(cfg: TrainConfig) -> Path:
     """Fit (or resume) the run in cfg.run_dir and export its best model; returns the model path.
 
@@ -99,10 +156,13 @@ def train(cfg: TrainConfig) -> Path:
                         save_top_k=cfg.keep_checkpoints, monitor="step", mode="max", auto_insert_metric_name=False),
         ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=0, every_n_train_steps=cfg.checkpoint_every_steps),
     ]
+    callbacks = [*checkpoints, LearningRateMonitor("step"), StepTimes(run_dir / "step_times.json")]
+    if cfg.stop_after_minutes is not None:
+        callbacks.append(WallClockStop(cfg.stop_after_minutes, last))
     # The batch sampler shards itself across ranks (BucketBatchSampler): Lightning must not try to.
     trainer = L.Trainer(**OmegaConf.to_container(OmegaConf.structured(cfg.trainer)),
                         default_root_dir=run_dir, logger=CSVLogger(run_dir, name="logs"),
-                        callbacks=[*checkpoints, LearningRateMonitor("step")], use_distributed_sampler=False)
+                        callbacks=callbacks, use_distributed_sampler=False)
     # The ranks are known once the Trainer exists (from the launcher's environment).
     module = initial_module(cfg, run_dir / "initial.safetensors", trainer.is_global_zero)
     if trainer.global_rank:  # rank 0's seed as on one device; the others draw their own augmentation and dropout
