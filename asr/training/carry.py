@@ -1,0 +1,173 @@
+"""Carry one training run across working periods that may each start on a bare machine.
+
+The run's state between periods is one small folder committed with the code (recipes/voices/state/):
+`model.safetensors` (the weights where training stopped, float16 but for the CMVN stats, with the
+tokenizer) and `state.json` (the period, the step, the schedule's position, the Kokoro slices used so far,
+the cumulative training minutes). The optimizer's moments are not carried (they would triple the folder):
+AdamW with betas (0.9, 0.98) forgets its moments within ~100 steps anyway, and a continued period ramps
+its learning rate up again over `REWARM_STEPS` instead.
+
+Within a period, its own run folder (runs/continue/pNNN/) holds `period.json` (what the period started
+from, the phases done with their wall minutes) and the Lightning run; an interrupted period resumes there.
+recipes/voices/continue.py drives the phases; this module holds what they read and write.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+REWARM_STEPS = 200
+STATE_FILES = ("model.safetensors", "state.json")
+
+
+def _write_json(path: Path, data: dict) -> None:
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(partial, path)
+
+
+def read_state(state_dir: Path) -> dict | None:
+    """The committed state's description, or None when the run has not started."""
+    path = state_dir / "state.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def current_period(work: Path, state_dir: Path, synthetic: Path, blend_seed_base: int) -> tuple[dict, str]:
+    """The period to work on and where it comes from: this machine's unfinished period (newest run folder
+    whose period.json has no "saved" phase), else the period after the committed state, else period 1."""
+    local = sorted(work.glob("p[0-9][0-9][0-9]/period.json"))
+    if local:
+        period = json.loads(local[-1].read_text())
+        if "saved" not in period["timings"]:
+            return period, "resumed from this machine's run folder"
+    state = read_state(state_dir)
+    number = state["period"] + 1 if state else 1
+    folder = work / f"p{number:03d}"
+    previous = {"steps": 0, "train_minutes": 0.0, "kokoro_slices": [], "kokoro_hours_seen": 0.0}
+    if state:
+        previous = {k: state[k] for k in previous}
+    slices = previous["kokoro_slices"]
+    period = {
+        "period": number,
+        "init_from": str(folder / "start.safetensors"),  # a copy: the state folder is rewritten at the end
+        "state_from": str(state_dir / "model.safetensors") if state else "grown shipped model",
+        "step_offset": previous["steps"],
+        "rewarm_steps": REWARM_STEPS if state else 0,
+        "kokoro_slice": {"manifest": str(synthetic / f"train_kokoro_en_p{number:03d}.jsonl"),
+                         "start": slices[-1]["end"] if slices else 0, "blend_seed": blend_seed_base + number},
+        "previous": previous,
+        "timings": {},
+    }
+    if state:
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(state_dir / "model.safetensors", period["init_from"])
+    return period, "from the committed state" if state else "new run: the shipped model, grown"
+
+
+def save_period(work: Path, period: dict) -> None:
+    _write_json(work / "period.json", period)
+
+
+def grow_default(out: Path, n_layers: int) -> None:
+    """Period 1's starting weights: the shipped model with `n_layers` blocks, computing what it computes."""
+    from asr.model.loader import load_model, save_model  # noqa: PLC0415 (torch: only when it is needed)
+    from asr.training.grow import deepen  # noqa: PLC0415
+
+    encoder, tokenizer, info = load_model()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_model(out, deepen(encoder, n_layers), tokenizer, {"grown_from": "asr/pretrained/default.safetensors",
+                                                          "grown_from_layers": len(encoder.blocks)})
+
+
+def export_period(work: Path) -> None:
+    """From the period's Lightning run: `last.safetensors` (where training stopped: the next state) and
+    `candidate.safetensors` (the mean of the period's kept step checkpoints and the last one: the model
+    it scores)."""
+    from asr.training.train import export_checkpoint  # noqa: PLC0415
+
+    ckpts = work / "checkpoints"
+    last = ckpts / "last.ckpt"
+    if not last.exists():
+        raise FileNotFoundError(f"{last}: the period's training left no checkpoint")
+    kept = sorted(ckpts.glob("step*.ckpt"), key=lambda p: int(p.stem.removeprefix("step")))
+    export_checkpoint(work, [last], work / "last.safetensors")
+    export_checkpoint(work, [*kept, last], work / "candidate.safetensors")
+
+
+def period_steps(work: Path) -> int:
+    """Optimizer steps this period's run took (from its exported last weights)."""
+    from safetensors import safe_open  # noqa: PLC0415
+
+    with safe_open(str(work / "last.safetensors"), framework="np") as f:
+        return int(json.loads(f.metadata()["info"])["steps"])
+
+
+def step_split(work: Path) -> dict | None:
+    """Seconds per step in the model (forward, backward, optimizer) and between steps (fetching and
+    augmenting the batch, checkpoints, logging), and the share that is not the model's (train.StepTimes)."""
+    path = work / "step_times.json"
+    if not path.exists():
+        return None
+    times = json.loads(path.read_text())
+    steps = max(times["steps"], 1)
+    return {"fit_minutes": round(times["wall_s"] / 60, 1), "model_s": round(times["model_s"] / steps, 3), "between_s": round(times["between_s"] / steps, 3),
+            "non_model_share": round(times["between_s"] / max(times["model_s"] + times["between_s"], 1e-9), 3),
+            "validation_minutes": round(times["validation_s"] / 60, 1)}
+
+
+def progress_row(period: dict, work: Path, machine: dict) -> dict:
+    """The period's row of benchmarks/training_progress.jsonl (WER in %, minutes of wall time)."""
+    previous, kokoro = period["previous"], period["kokoro_slice"]
+    return {"period": period["period"], "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "steps": previous["steps"] + period_steps(work),
+            "train_minutes": round(previous["train_minutes"] + period["timings"]["train"], 1),
+            "kokoro_hours_seen": round(previous["kokoro_hours_seen"] + kokoro.get("hours", 0.0), 2),
+            **period["wers"], "machine": machine, "phase_minutes": period["timings"],
+            "step_split": step_split(work)}
+
+
+def append_row(path: Path, row: dict) -> None:
+    """Add `row` to the JSON Lines file, replacing an earlier row of the same period."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    rows = [r for r in rows if r["period"] != row["period"]] + [row]
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    partial.write_text("".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["period"])))
+    os.replace(partial, path)
+
+
+def write_state(state_dir: Path, work: Path, period: dict, row: dict) -> None:
+    """Replace the committed state with this period's: float16 weights and state.json (newest only)."""
+    from asr.model.loader import load_model, save_model  # noqa: PLC0415
+
+    encoder, tokenizer, info = load_model(work / "last.safetensors")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    for stale in state_dir.iterdir():
+        if stale.name not in STATE_FILES:
+            stale.unlink()
+    save_model(state_dir / "model.safetensors", encoder, tokenizer, {**info, "period": period["period"]}, half=True)
+    slices = period["previous"]["kokoro_slices"] + [{"period": period["period"], **period["kokoro_slice"]}]
+    for s in slices:
+        s["manifest"] = Path(s["manifest"]).name  # this machine's paths stay out of the repo
+    _write_json(state_dir / "state.json", {
+        "period": period["period"], "date": row["date"], "steps": row["steps"],
+        "schedule": {"next_step_offset": row["steps"], "rewarm_steps": REWARM_STEPS},
+        "train_minutes": row["train_minutes"], "kokoro_hours_seen": row["kokoro_hours_seen"],
+        "kokoro_slices": slices, "layers": encoder.cfg.n_layers})
+
+
+def score_sets(data_root: Path, check_sets: Path) -> dict[str, tuple[list[str], str]]:
+    """Progress-row column -> (asr.evaluate arguments that select its set, decoding)."""
+    dev = ["--manifest", str(data_root / "speechocean762" / "dev.jsonl")]
+    return {"dev_greedy": (dev, "greedy"), "dev_beam": (dev, "beam"),
+            "fsdd_beam": (["--manifest", str(data_root / "fsdd" / "fsdd.jsonl"), "--split", "test"], "beam"),
+            "synthetic_check_beam": (["--manifest", str(check_sets / "check.jsonl")], "beam"),
+            "kokoro_check_beam": (["--manifest", str(check_sets / "check_kokoro_en.jsonl")], "beam")}
+
+
+def gpu_name() -> str | None:
+    import torch  # noqa: PLC0415
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None

@@ -1,0 +1,156 @@
+"""Continue the long retrain by one working period, wherever it stands:
+
+    python recipes/voices/continue.py --minutes 110
+
+A period (1) picks up the run: this machine's unfinished period in runs/continue/ if there is one, else
+the state committed in recipes/voices/state/ (else period 1: the shipped model grown to --layers blocks);
+(2) builds its data: the cheaper voices' corpus and a fresh slice of Kokoro English speech (new
+training-side sentences after the slices already used, new blends seeded by the period's number);
+(3) trains for --minutes of wall time (augmentation variants rendered first); (4) scores the period's model
+on dev (greedy and beam), FSDD test and the committed check sets (benchmarks/check_sets); (5) appends its
+row to benchmarks/training_progress.jsonl; (6) writes the new state (fp16 weights, step, schedule, slices)
+into recipes/voices/state/, ready to commit. Each phase leaves a marker, so the same command after an
+interruption resumes at the phase it stopped in. See recipes/voices/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from subprocess import STDOUT
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from asr.training import carry  # noqa: E402
+
+ENGINES_BASE = ["espeak", "flite", "festival", "hibari", "piper"]
+BLEND_SEED_BASE = 20261125  # engines.KOKORO_EN_BLEND_SEED: period p's blends use this + p
+
+
+def run(command: list[str], log: Path | None = None) -> None:
+    """Run a command from the repo root; its output goes to `log` (appended) when given; exit on failure."""
+    print(f"continue: $ {shlex.join(command)}", flush=True)
+    with (log.open("a") if log else open(os.devnull, "w")) as out:
+        code = subprocess.run(command, cwd=ROOT, stdout=out if log else None, stderr=STDOUT if log else None
+                              ).returncode
+    if code:
+        where = f" (log: {log})" if log else ""
+        sys.exit(f"continue: error: {shlex.join(command[:3])} ... failed with exit {code}{where}; "
+                 "run the same command again to resume")
+
+
+def build_data(a: argparse.Namespace, period: dict, work: Path) -> None:
+    """The period's corpora under a.synthetic: the cheaper voices (train.jsonl) and its Kokoro slice
+    (with --skip-data: the ones already there, e.g. made by a test)."""
+    kokoro = period["kokoro_slice"]
+    if not a.skip_data:
+        tts = ROOT / ".venv-tts" / "bin" / "python"
+        if not tts.exists():
+            run(["bash", "scripts/install_tts.sh"], work / "data.log")
+        common = [str(tts), "recipes/synthetic/prepare.py", "--text-dir", str(a.data_root / "text"), "--out",
+                  str(a.synthetic), "--jobs", str(a.jobs), "--check-utts", "0", "--rounds", "1"]
+        run([*common, "--engines", *ENGINES_BASE, "--hours-train", str(a.base_hours)], work / "data.log")
+        run([*common, "--engines", "kokoro_en", "--train-manifest", Path(kokoro["manifest"]).name,
+             "--hours-train", str(a.kokoro_hours), "--start-sentence", str(kokoro["start"]),
+             "--blend-seed", str(kokoro["blend_seed"])], work / "data.log")
+    made = json.loads(Path(kokoro["manifest"]).with_suffix(".slice.json").read_text())["kokoro_en"]
+    if made["start"] != kokoro["start"] or made["blend_seed"] != kokoro["blend_seed"]:
+        sys.exit(f"continue: error: {kokoro['manifest']} holds another slice ({made}), not {kokoro}")
+    kokoro.update(end=made["end"], hours=made["hours"], utterances=made["utterances"])
+
+
+def train(a: argparse.Namespace, period: dict, run_dir: Path) -> None:
+    """Fit for a.minutes from the period's starting weights (resuming the period's own checkpoint if any)."""
+    run([sys.executable, "-m", "asr.training", "experiment=voices_continue", f"run_dir={run_dir}",
+         f"data.root={a.data_root}", f"init_from={period['init_from']}",
+         f"optim.step_offset={period['step_offset']}", f"optim.rewarm_steps={period['rewarm_steps']}",
+         f"stop_after_minutes={a.minutes}", f"data.train.2.manifest={a.synthetic / 'train.jsonl'}",
+         f"data.train.3.manifest={period['kokoro_slice']['manifest']}",
+         f"data.variants_dir={a.variants_dir}", f"data.variants_workers={a.jobs}", *a.overrides],
+        run_dir / "train.log")
+
+
+def score(a: argparse.Namespace, model: Path, out: Path) -> dict[str, float]:
+    """WER (%) of `model` on each progress-row set: asr.evaluate's report files go to `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    wers = {}
+    for name, (args, decoding) in carry.score_sets(a.data_root, a.check_sets).items():
+        report = out / f"{name}.json"
+        if not report.exists():
+            limit = ["--limit", str(a.score_limit)] if a.score_limit else []
+            run([sys.executable, "-m", "asr.evaluate", *args, *limit, "--model", str(model), f"--{decoding}",
+                 "--report", str(report)], out / "evaluate.log")
+        wers[name] = round(100 * json.loads(report.read_text())["summary"]["wer"], 2)
+    return wers
+
+
+def machine() -> dict:
+    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "gpu": carry.gpu_name()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--minutes", type=float, default=110.0, help="wall minutes of training this period")
+    p.add_argument("--kokoro-hours", type=float, default=1.0, help="hours of fresh Kokoro speech this period")
+    p.add_argument("--base-hours", type=float, default=2.0, help="hours of the cheaper voices' corpus")
+    p.add_argument("--layers", type=int, default=12, help="period 1 only: blocks of the grown shipped model")
+    p.add_argument("--jobs", type=int, default=2, help="synthesis and rendering processes")
+    p.add_argument("--state", type=Path, default=ROOT / "recipes" / "voices" / "state")
+    p.add_argument("--work", type=Path, default=ROOT / "runs" / "continue")
+    p.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
+    p.add_argument("--synthetic", type=Path, default=ROOT / "data" / "synthetic")
+    p.add_argument("--variants-dir", type=Path, default=ROOT / "data" / "variants")
+    p.add_argument("--check-sets", type=Path, default=ROOT / "benchmarks" / "check_sets")
+    p.add_argument("--progress", type=Path, default=ROOT / "benchmarks" / "training_progress.jsonl")
+    p.add_argument("--skip-data", action="store_true", help="use the corpora already on disk (tests)")
+    p.add_argument("--score-limit", type=int, default=0, help="score on each set's first N utterances only (tests)")
+    p.add_argument("--dry-run", action="store_true", help="say where the run stands and what comes next")
+    p.add_argument("overrides", nargs="*", help="extra Hydra overrides for the training step (after --)")
+    a = p.parse_args(argv)
+    a.data_root, a.synthetic = a.data_root.resolve(), a.synthetic.resolve()
+    if not (a.data_root / "speechocean762" / "dev.jsonl").exists():
+        p.error(f"--data-root {a.data_root}: no speechocean762/dev.jsonl there")
+
+    period, origin = carry.current_period(a.work, a.state, a.synthetic, BLEND_SEED_BASE)
+    work = a.work / f"p{period['period']:03d}"
+    print(f"continue: period {period['period']} ({origin}); phases done: "
+          f"{', '.join(period['timings']) or 'none'}", flush=True)
+    if a.dry_run:
+        print(json.dumps(period, indent=1))
+        return 0
+    work.mkdir(parents=True, exist_ok=True)
+    if period["period"] == 1 and not Path(period["init_from"]).exists():
+        carry.grow_default(Path(period["init_from"]), a.layers)
+
+    def phase(name: str, action) -> None:
+        if name in period["timings"]:
+            return
+        start = time.monotonic()
+        action()
+        period["timings"][name] = round((time.monotonic() - start) / 60, 1)
+        carry.save_period(work, period)
+
+    phase("data", lambda: build_data(a, period, work))
+    phase("train", lambda: train(a, period, work))
+    phase("export", lambda: carry.export_period(work))
+    phase("score", lambda: period.update(wers=score(a, work / "candidate.safetensors", work / "scores")))
+    if "saved" not in period["timings"]:
+        row = carry.progress_row(period, work, machine())
+        carry.append_row(a.progress, row)
+        carry.write_state(a.state, work, period, row)
+        period["timings"]["saved"] = 0.0
+        carry.save_period(work, period)
+        print(f"continue: period {period['period']} saved in {a.state}: {json.dumps(row)}", flush=True)
+    print(f"continue: commit it: git add {a.state} {a.progress} && git commit -m 'Training period "
+          f"{period['period']}'", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

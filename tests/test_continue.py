@@ -1,0 +1,121 @@
+"""The retrain that carries over between working periods (recipes/voices/continue.py), at toy scale: two
+periods back to back, the second on a machine with no run folder, resumes from the committed state (its
+weights, step, schedule position and the Kokoro slices already used) rather than from scratch; a period
+cut off mid-way resumes from its own run folder; the grown model starts exactly where the shipped one is."""
+import importlib.util
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from asr.model.loader import load_model
+from asr.training import carry
+from asr.training.grow import deepen
+from asr.training.module import warmup_cosine
+from asr.training.config import OptimConfig
+from helpers import DATA, ROOT, SPEECHOCEAN, in_process, small_manifest
+
+pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
+SCRIPT = ROOT / "recipes/voices/continue.py"
+
+
+@pytest.fixture
+def cont(monkeypatch):
+    """recipes/voices/continue.py as a module whose commands run in this process."""
+    spec = importlib.util.spec_from_file_location("continue_recipe", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "subprocess", SimpleNamespace(run=in_process))
+    monkeypatch.chdir(ROOT)
+    return module
+
+
+def kokoro_slice(synthetic, rows, period, start, end):
+    """A stand-in for period `period`'s rendered Kokoro slice: its manifest and slice record."""
+    manifest = synthetic / f"train_kokoro_en_p{period:03d}.jsonl"
+    manifest.write_text("".join(json.dumps({**r, "speaker": f"kokoro_en-blend{i}"}) + "\n" for i, r in enumerate(rows)))
+    hours = sum(r["duration"] for r in rows) / 3600
+    manifest.with_suffix(".slice.json").write_text(json.dumps({"kokoro_en": {
+        "start": start, "end": end, "hours": hours, "utterances": len(rows), "blend_seed": 20261125 + period}}))
+
+
+def test_two_periods_the_second_on_a_fresh_machine(tmp_path, cont, capsys):
+    manifest = small_manifest(tmp_path, 6)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    synthetic, state, progress = tmp_path / "synthetic", tmp_path / "state", tmp_path / "progress.jsonl"
+    synthetic.mkdir()
+    (synthetic / "train.jsonl").write_text(manifest.read_text())
+    kokoro_slice(synthetic, rows[:3], 1, 0, 3)
+    kokoro_slice(synthetic, rows[3:], 2, 3, 6)
+    kokoro_slice(synthetic, rows[:2], 3, 6, 8)
+    toy = ["threads=1", "data.num_workers=0", "data.max_batch_seconds=1000", "trainer.max_steps=2",
+           f"data.train.0.manifest={manifest}", f"data.train.1.manifest={manifest}",  # the rest: synthetic/
+           f"data.valid=[{{manifest: {manifest}}}]", "trainer.enable_progress_bar=false",
+           "checkpoint_every_steps=1", "data.augment.room_bank=2", "data.variants=2", "data.variants_workers=1",
+           "trainer.val_check_interval=2"]
+
+    def period(work):
+        args = ["--work", str(work), "--state", str(state), "--progress", str(progress), "--data-root", str(DATA),
+                "--synthetic", str(synthetic), "--variants-dir", str(tmp_path / "variants"), "--skip-data",
+                "--layers", "7", "--score-limit", "2", "--minutes", "5", "--", *toy]
+        assert cont.main(args) == 0, capsys.readouterr().err[-3000:]
+
+    period(tmp_path / "machine1")
+    first = json.loads((state / "state.json").read_text())
+    assert first["period"] == 1 and first["steps"] == 2 and first["layers"] == 7
+    assert [s["start"] for s in first["kokoro_slices"]] == [0] and first["kokoro_slices"][0]["end"] == 3
+    weights = load_file(str(state / "model.safetensors"))
+    assert weights["blocks.0.ff.0.weight"].dtype == torch.float16 and weights["cmvn.mean"].dtype == torch.float32
+
+    period(tmp_path / "machine2")  # a bare machine: no run folder, only what was committed
+    second_plan = json.loads((tmp_path / "machine2" / "p002" / "period.json").read_text())
+    assert second_plan["step_offset"] == 2 and second_plan["rewarm_steps"] == carry.REWARM_STEPS
+    assert second_plan["kokoro_slice"]["start"] == 3 and second_plan["kokoro_slice"]["blend_seed"] == 20261127
+    start = load_file(second_plan["init_from"])
+    assert torch.equal(start["blocks.0.ff.0.weight"], weights["blocks.0.ff.0.weight"])  # period 1's weights
+    second = json.loads((state / "state.json").read_text())
+    assert second["period"] == 2 and second["steps"] == 4
+    assert [(s["start"], s["end"]) for s in second["kokoro_slices"]] == [(0, 3), (3, 6)]
+    rows_out = [json.loads(line) for line in progress.read_text().splitlines()]
+    assert [r["period"] for r in rows_out] == [1, 2] and [r["steps"] for r in rows_out] == [2, 4]
+    kokoro_hours = sum(r["duration"] for r in rows) / 3600
+    assert rows_out[1]["kokoro_hours_seen"] == pytest.approx(kokoro_hours, abs=0.01)
+    for column in ("dev_greedy", "dev_beam", "fsdd_beam", "synthetic_check_beam", "kokoro_check_beam"):
+        assert all(0 <= r[column] for r in rows_out)
+    assert rows_out[1]["train_minutes"] > rows_out[0]["train_minutes"] > 0
+    assert sorted(p.name for p in state.iterdir()) == sorted(carry.STATE_FILES)
+
+    period(tmp_path / "machine2")  # again on the same machine: period 3 from the committed state
+    assert json.loads((state / "state.json").read_text())["period"] == 3
+
+
+def test_a_cut_off_period_resumes_in_its_own_run_folder(tmp_path, cont, capsys):
+    state, work = tmp_path / "state", tmp_path / "work"
+    plan, origin = carry.current_period(work, state, tmp_path, 100)
+    assert plan["period"] == 1 and origin.startswith("new run")
+    plan["timings"]["data"] = 1.0
+    (work / "p001").mkdir(parents=True)
+    carry.save_period(work / "p001", plan)
+    again, origin = carry.current_period(work, state, tmp_path, 100)
+    assert again == plan and "this machine" in origin
+
+
+def test_the_grown_model_computes_what_the_shipped_one_does():
+    encoder, _, _ = load_model()
+    grown = deepen(encoder, 9).eval()
+    assert len(grown.blocks) == 9
+    feats = torch.randn(1, 200, 80)
+    assert torch.equal(encoder(feats)[0], grown(feats)[0])
+    with pytest.raises(ValueError, match="fewer"):
+        deepen(encoder, 3)
+
+
+def test_the_schedule_continues_from_its_position_and_rewarms():
+    cfg = OptimConfig(warmup_steps=10, decay_steps=100)
+    later = OptimConfig(warmup_steps=10, decay_steps=100, step_offset=50, rewarm_steps=20)
+    assert warmup_cosine(0, later) == pytest.approx(warmup_cosine(50, cfg) / 20)  # ramped up again ...
+    assert warmup_cosine(19, later) == pytest.approx(warmup_cosine(69, cfg))  # ... on the same position
+    assert warmup_cosine(25, later) == pytest.approx(warmup_cosine(75, cfg))
