@@ -16,6 +16,7 @@ from asr.decoding.hotwords import DEFAULT_BOOST, read_hotwords
 from asr.endpoint import EndpointConfig
 from asr.model.backend import BACKENDS, default_backend
 from asr.recognizer import Recognizer
+from asr.restore.restorer import load_restorer
 
 
 def _positive(kind: type):
@@ -59,9 +60,9 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
                              "gain from more, and more fight other work on a busy machine)")
 
 
-def add_manifest_args(parser: argparse.ArgumentParser) -> None:
-    """--manifest (required), the model options, --split and --limit: tools that score a manifest."""
-    parser.add_argument("--manifest", required=True, help="JSON Lines manifest with audio and text")
+def add_manifest_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    """--manifest (required unless told), the model options, --split and --limit: tools that score a manifest."""
+    parser.add_argument("--manifest", required=required, help="JSON Lines manifest with audio and text")
     add_model_args(parser)
     parser.add_argument("--split", default="", help="only the manifest rows of this split (e.g. test for FSDD)")
     parser.add_argument("--limit", type=positive_int, help="only the first N utterances")
@@ -93,6 +94,11 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
                         help="words and phrases to favour, one a line with an optional boost after it "
                              f"(e.g. 'jessica pemberton 12'; default boost {DEFAULT_BOOST:g}); words outside the "
                              "lexicon become possible outputs (needs the beam search)")
+    parser.add_argument("--plain", action="store_true",
+                        help="finals as plain upper-case words: no casing or punctuation restoration")
+    parser.add_argument("--restorer", metavar="FILE",
+                        help="casing and punctuation restorer (.onnx, or .safetensors with torch) instead of the "
+                             "bundled one (python -m asr.training.restorer makes one)")
 
 
 def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
@@ -118,8 +124,9 @@ def load_recognizer(args: argparse.Namespace) -> Recognizer:
 
 
 def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
-    """The decoder the options ask for, favouring --hotwords if given (raises LMError, or HotwordError and
-    other ValueErrors, with a one-line reason)."""
+    """The decoder the options ask for, favouring --hotwords if given, restoring the casing and punctuation
+    of finals unless --plain (raises LMError, or HotwordError, RestorerError and other ValueErrors, with a
+    one-line reason)."""
     if args.greedy and (args.beam or args.lm):
         raise ValueError("--greedy cannot be combined with --beam or --lm")
     bundled_model = args.model is None and args.onnx_dir is None
@@ -132,7 +139,14 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
     if hotwords and lm is None:
         raise ValueError("--hotwords needs the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
     words = read_hotwords(hotwords, recognizer.tokenizer) if hotwords else None  # HotwordError: FILE:LINE: reason
-    decoder = Decoder.load(recognizer.tokenizer, lm, cfg)
+    if getattr(args, "plain", True):
+        restorer = None
+    elif getattr(args, "restorer", None):
+        path = Path(args.restorer)
+        restorer = load_restorer("onnx" if path.suffix == ".onnx" else "torch", path)  # RestorerError naming it
+    else:
+        restorer = "bundled"
+    decoder = Decoder.load(recognizer.tokenizer, lm, cfg, restorer)
     return decoder.with_hotwords(words) if words else decoder
 
 

@@ -58,11 +58,13 @@ class Emission:
     compute_ms: float  # the recognizer step for the chunk that produced this, plus its decoding
     end: float = 0.0  # segment end in seconds (finals only)
     words: list[Word] = field(default_factory=list)  # word times (finals only)
+    plain: str | None = None  # a restored final's plain words (then `text` is cased and punctuated)
 
     def to_json(self) -> dict:
-        return {"segment": self.segment, "start": round(self.start, 3), "time": round(self.time, 3),
-                "text": self.text, "new": self.new, "is_final": self.is_final,
-                "compute_ms": round(self.compute_ms, 2)}
+        out = {"segment": self.segment, "start": round(self.start, 3), "time": round(self.time, 3),
+               "text": self.text, "new": self.new, "is_final": self.is_final,
+               "compute_ms": round(self.compute_ms, 2)}
+        return out if self.plain is None else {**out, "plain": self.plain}
 
 
 def end_frame(tokens: list[Token], start: int, frames: int, cfg: EndpointConfig,
@@ -117,7 +119,9 @@ class Segmenter:
         emission = None
         if text:
             words = self.decoder.words(tokens, self.frame_seconds)
-            emission = self._emit(text, now, compute_ms, True, min(end * self.frame_seconds, now), words)
+            restored = self.decoder.restore(text)  # cased and punctuated (None: plain output)
+            emission = self._emit(restored or text, now, compute_ms, True, min(end * self.frame_seconds, now), words)
+            emission.plain = None if restored is None else text
             self.index += 1
         self.tokens = [t for t in self.tokens if t.frame >= end]
         self.start, self.shown = end, ""

@@ -11,6 +11,11 @@ transcripts (the streaming path equals the offline forward). The last line is ex
 Decoding is the same as asr.stream's and asr.transcribe's: the beam search with the bundled word LM for
 the bundled model, --greedy for greedy CTC, --lm for another LM (python -m asr.tools.lm).
 --by-speaker also prints one line per manifest speaker, worst WER first.
+--restorer-text FILE (cased, punctuated sentences, one a line: the restorer's held-out split,
+data/restorer/held.txt from recipes/restorer/prepare.py) also scores the casing and punctuation
+restorer on it: F1 per mark and casing accuracy, beside the trivial baseline (capitalise the first
+word, end with a period). WER itself is always scored on normalised words. Without --manifest only
+the restorer is scored.
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ from asr.decoding.decoder import Decoder
 from asr.manifest import ManifestError, Utterance, read_manifest
 from asr.model.backend import ModelError
 from asr.recognizer import Recognizer
+from asr.restore.labels import labelled
+from asr.restore.metrics import format_summary, score_baseline, score_restorer
 from asr.scoring import UttResult, by_speaker, score, totals
 from asr.text import normalize
 
@@ -82,23 +89,46 @@ def summarize(results: list[UttResult], latencies: list[float]) -> dict:
     return summary
 
 
+def restorer_lines(decoder: Decoder, path: Path) -> list[str]:
+    """The restorer's scores on the sentences of `path`, then the baseline's (one line each)."""
+    if decoder.restorer is None:
+        raise ValueError("--restorer-text: no restorer (--plain was given, or none is bundled in this installation)")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: cannot read the restorer's text ({getattr(err, 'strerror', None) or err})") from None
+    sentences = [item for line in lines if (item := labelled(line)) is not None]
+    if not sentences:
+        raise ValueError(f"{path}: no cased, punctuated sentence to score the restorer on")
+    return [format_summary("restorer", score_restorer(sentences, decoder.restorer.labels).summary()),
+            format_summary("baseline", score_baseline(sentences).summary())]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = cli.new_parser("asr.evaluate", __doc__)
-    cli.add_manifest_args(parser)
+    cli.add_manifest_args(parser, required=False)
     parser.add_argument("--streaming", action="store_true", help="feed the audio in chunks of --chunk-ms")
     cli.add_chunk_ms(parser, 500.0, "streaming chunk in ms (default 500)")
     parser.add_argument("--report", type=Path, help="write a per-utterance JSON report with alignments here")
     parser.add_argument("--by-speaker", action="store_true",
                         help="also print WER and CER per manifest speaker, worst first")
+    parser.add_argument("--restorer-text", type=Path, metavar="FILE",
+                        help="also score the casing and punctuation restorer on these sentences (one a line)")
     cli.add_decoder_args(parser)
     args = parser.parse_args(argv)
+    if args.manifest is None and args.restorer_text is None:
+        parser.error("the following arguments are required: --manifest (or --restorer-text)")
     try:
-        utterances = read_manifest(args.manifest, args.split)[: args.limit]
+        utterances = read_manifest(args.manifest, args.split)[: args.limit] if args.manifest else []
         recognizer = cli.load_recognizer(args)
         decoder = cli.load_decoder(args, recognizer)
+        restorer = restorer_lines(decoder, args.restorer_text) if args.restorer_text else []
     except (ManifestError, ModelError, LMError, ValueError, OSError) as err:
         cli.error("evaluate", err)
         return 1
+    if args.manifest is None:
+        print("\n".join(restorer))
+        return 0
     chunk_samples = cli.chunk_samples(args.chunk_ms) if args.streaming else None
     results, latencies, errors = evaluate(recognizer, utterances, chunk_samples, decoder)
     for error in errors:
@@ -122,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     if latencies:
         print(f"chunk_ms={args.chunk_ms:g} latency_median_ms={summary['chunk_ms_median']:.1f} "
               f"latency_p95_ms={summary['chunk_ms_p95']:.1f}")
+    for line in restorer:
+        print(line)
     if errors:
         print(f"failed={len(errors)} (see the errors above)")
     print(f"WER={summary['wer'] * 100:.2f} CER={summary['cer'] * 100:.2f} RTF={summary['rtf']:.4f} "

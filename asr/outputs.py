@@ -18,8 +18,9 @@ MAX_CUE_WORDS = 12
 class Segment:
     start: float  # seconds
     end: float
-    text: str
-    words: list[Word] = field(default_factory=list)
+    text: str  # as shown: cased and punctuated when restored, else the plain words
+    words: list[Word] = field(default_factory=list)  # plain words with their times
+    plain: str = ""  # the plain upper-case words ("" when `text` is them)
 
 
 @dataclass
@@ -36,28 +37,38 @@ class Transcript:
     def words(self) -> list[Word]:
         return [w for s in self.segments for w in s.words]
 
+    @property
+    def plain(self) -> str:
+        """The plain upper-case words of the whole transcript."""
+        return " ".join(s.plain or s.text for s in self.segments) if self.segments else self.text
+
 
 def to_txt(t: Transcript) -> str:
     return t.text + "\n"
 
 
 def to_json(t: Transcript) -> str:
-    """{"audio", "text", "duration", "words": [{"word", "start", "end"}], "rtf"} on one line."""
+    """{"audio", "text", "plain", "duration", "words": [{"word", "start", "end"}], "rtf"} on one line:
+    `text` as shown (restored), `plain` and each word as plain upper-case words."""
     words = [{"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3)} for w in t.words]
-    return json.dumps({"audio": t.audio, "text": t.text, "duration": round(t.duration, 3),
+    return json.dumps({"audio": t.audio, "text": t.text, "plain": t.plain, "duration": round(t.duration, 3),
                        "words": words, "rtf": round(t.rtf, 4)}) + "\n"
 
 
 def cues(t: Transcript, max_words: int = MAX_CUE_WORDS) -> list[tuple[float, float, str]]:
-    """(start, end, text) subtitle cues: each segment, split every `max_words` words."""
+    """(start, end, text) subtitle cues: each segment, split every `max_words` words. A restored segment
+    has one token per word, so each cue shows its words as restored."""
     out = []
     for segment in t.segments:
         if not segment.words:
             out.append((segment.start, segment.end, segment.text))
             continue
+        shown = segment.text.split()
+        if len(shown) != len(segment.words):
+            shown = [w.word for w in segment.words]
         for i in range(0, len(segment.words), max_words):
             group = segment.words[i:i + max_words]
-            out.append((group[0].start, group[-1].end, " ".join(w.word for w in group)))
+            out.append((group[0].start, group[-1].end, " ".join(shown[i:i + max_words])))
     return out
 
 

@@ -79,7 +79,7 @@ def transcribe_file(recognizer: Recognizer, path: Path, chunk_samples: int = 320
 
     began = time.perf_counter()
     chunks = counted(rechunk(read_blocks(path), chunk_samples))
-    segments = [Segment(e.start, e.end, e.text, e.words)
+    segments = [Segment(e.start, e.end, e.text, e.words, e.plain or "")
                 for e in emissions(recognizer, chunks, decoder, endpoint) if e.is_final]
     duration = samples / SAMPLE_RATE
     rtf = (time.perf_counter() - began) / duration if duration else 0.0

@@ -42,10 +42,10 @@ def outputs(model_path: Path, speech_wav: Path, tmp_path_factory: pytest.TempPat
 
 def test_json_output(outputs: dict[str, str], speech_wav: Path) -> None:
     result = json.loads(outputs["json"])
-    assert set(result) == {"audio", "text", "duration", "words", "rtf"}
+    assert set(result) == {"audio", "text", "plain", "duration", "words", "rtf"}
     assert result["audio"] == str(speech_wav) and result["text"] == outputs["txt"].strip()
     assert result["duration"] == pytest.approx(load_audio(speech_wav).size / 16000, abs=1e-3)
-    assert " ".join(w["word"] for w in result["words"]) == " ".join(result["text"].split())
+    assert " ".join(w["word"] for w in result["words"]) == " ".join(result["plain"].split())
     starts = [w["start"] for w in result["words"]]
     assert starts == sorted(starts)
     assert all(0 <= w["start"] < w["end"] <= result["duration"] + 0.04 for w in result["words"])

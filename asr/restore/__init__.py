@@ -1,0 +1,1 @@
+"""Casing and punctuation of finals: labels, scores, the network and its torch-free runtime."""

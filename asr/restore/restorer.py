@@ -1,0 +1,115 @@
+"""Casing and punctuation for finals: plain upper-case words in, text people read out.
+
+    restorer = load_restorer("onnx")          # the bundled model (torch: restorer.safetensors)
+    restorer.restore("WHERE ARE YOU GOING")   # "Where are you going?"
+
+Either backend runs the same network (`asr.restore.model`): torch from the safetensors file, or
+onnxruntime from its ONNX export (no torch). The output has one token per input word (the word in its
+case, with its mark attached), so word timestamps still line up with it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from asr.pretrained import bundled
+from asr.restore.labels import render
+
+FORMAT = "asr-restorer-v1"
+UNKNOWN = 1
+FILES = {"torch": "restorer.safetensors", "onnx": "restorer.onnx"}
+
+
+class RestorerError(ValueError):
+    """A restorer file that cannot be used; the message names the file and the reason."""
+
+
+class Restorer:
+    """A vocabulary and a network run: word ids (1, T) -> case logits (1, T, 3), mark logits (1, T, 5)."""
+
+    def __init__(self, vocab: list[str], run: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+                 backend: str, path: Path):
+        self.index = {word: i for i, word in enumerate(vocab)}
+        self.run, self.backend, self.path = run, backend, path
+
+    def labels(self, words: list[str]) -> tuple[list[int], list[int]]:
+        """Each word's case class and following mark (asr.restore.labels.CASES / MARKS ids)."""
+        if not words:
+            return [], []
+        ids = np.array([[self.index.get(w, UNKNOWN) for w in words]], dtype=np.int64)
+        cases, marks = self.run(ids)
+        return cases[0].argmax(-1).tolist(), marks[0].argmax(-1).tolist()
+
+    def restore(self, text: str) -> str:
+        """Plain words ("WHERE ARE YOU GOING") -> cased, punctuated text ("Where are you going?")."""
+        words = text.split()
+        return render(words, *self.labels(words)) if words else text
+
+
+def _torch_run(path: Path, threads: int) -> tuple[list[str], Callable]:
+    import torch
+
+    from asr.restore.model import load_restorer_file
+
+    net, vocab, _ = load_restorer_file(path)
+
+    def run(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with torch.inference_mode():
+            cases, marks = net(torch.from_numpy(ids))
+        return cases.numpy(), marks.numpy()
+    return vocab, run
+
+
+def _onnx_run(path: Path, threads: int) -> tuple[list[str], Callable]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.log_severity_level = 3
+    try:
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        meta = session.get_modelmeta().custom_metadata_map
+    except Exception as err:  # onnxruntime raises its own types for a missing or corrupt graph
+        reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise RestorerError(f"{path}: not a usable restorer graph ({reason})") from None
+    if meta.get("format") != FORMAT:
+        raise RestorerError(f"{path}: not an asr restorer graph (format {meta.get('format')!r}, expected {FORMAT!r})")
+
+    def run(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        cases, marks = session.run(["cases", "marks"], {"ids": ids})
+        return cases, marks
+    return json.loads(meta["vocab"]), run
+
+
+def default_backend() -> str:
+    """onnx where onnxruntime is installed (lighter and faster for this small network), else torch."""
+    try:
+        return "onnx" if importlib.util.find_spec("onnxruntime") is not None else "torch"
+    except ValueError:
+        return "torch"
+
+
+def bundled_restorer(backend: str | None = None) -> Path | None:
+    """The restorer shipped in the package for `backend` (torch, onnx; None: the default), or None."""
+    return bundled(FILES[backend or default_backend()])
+
+
+def load_restorer(backend: str | None = None, path: str | Path | None = None, threads: int = 1) -> Restorer:
+    """A restorer from `path` (None: the bundled one) run by `backend` (torch, onnx; None: onnx where
+    onnxruntime is installed); `threads` for onnxruntime. RestorerError naming the file."""
+    backend = backend or default_backend()
+    if backend not in FILES:
+        raise ValueError(f"restorer backend must be one of {sorted(FILES)} (got {backend!r})")
+    if path is None:
+        path = bundled_restorer(backend)
+        if path is None:
+            raise RestorerError(f"no {FILES[backend]} is bundled in this installation")
+    path = Path(path)
+    if not path.is_file():
+        raise RestorerError(f"{path}: no such restorer file")
+    vocab, run = (_torch_run if backend == "torch" else _onnx_run)(path, threads)
+    return Restorer(vocab, run, backend, path)
