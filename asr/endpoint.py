@@ -26,6 +26,7 @@ from asr.audio import SAMPLE_RATE
 from asr.decoding.ctc import Token, Word, greedy_tokens
 from asr.decoding.decoder import Decoder
 from asr.recognizer import Recognizer
+from asr.stepping import Stepper
 from asr.tokenizer import BLANK
 
 
@@ -67,6 +68,16 @@ class Emission:
         return out if self.plain is None else {**out, "plain": self.plain}
 
 
+def deadline(last: int | None, start: int, cfg: EndpointConfig, frame_seconds: float) -> int:
+    """The frame at which the segment starting at frame `start` ends unless a token comes first,
+    `last` being the frame of its last token so far (None: nothing decoded in it yet)."""
+    longest = start + max(1, round(cfg.max_segment / frame_seconds))
+    if last is None:
+        return min(longest, start + max(1, round(cfg.silence_no_speech / frame_seconds)))
+    after_speech = max(1, round(cfg.trailing_silence / frame_seconds))
+    return min(longest, max(start + round(cfg.min_segment / frame_seconds), last + 1 + after_speech))
+
+
 def end_frame(tokens: list[Token], start: int, frames: int, cfg: EndpointConfig,
               frame_seconds: float) -> int | None:
     """Frame where the segment starting at frame `start` with `tokens` ends, if an endpoint
@@ -74,22 +85,13 @@ def end_frame(tokens: list[Token], start: int, frames: int, cfg: EndpointConfig,
 
     The segment covers frames [start, end); tokens at or after `end` belong to the next one.
     """
-    no_speech = max(1, round(cfg.silence_no_speech / frame_seconds))
-    after_speech = max(1, round(cfg.trailing_silence / frame_seconds))
-    shortest = start + round(cfg.min_segment / frame_seconds)
-    longest = start + max(1, round(cfg.max_segment / frame_seconds))
-
-    def deadline(last: int | None) -> int:
-        if last is None:
-            return min(longest, start + no_speech)
-        return min(longest, max(shortest, last + 1 + after_speech))
-
     last: int | None = None
     for token in tokens:
-        if token.frame >= deadline(last):
-            return deadline(last)
+        if token.frame >= (end := deadline(last, start, cfg, frame_seconds)):
+            return end
         last = token.frame
-    return deadline(last) if deadline(last) <= frames else None
+    end = deadline(last, start, cfg, frame_seconds)
+    return end if end <= frames else None
 
 
 class Segmenter:
@@ -152,6 +154,13 @@ class Segmenter:
             emission.compute_ms = spent
         return out
 
+    def due(self) -> int | None:
+        """The frame count at which the open segment's final comes out unless another token comes first;
+        None while nothing is decoded in it (a segment of silence ends without a final)."""
+        if not self.tokens:
+            return None
+        return deadline(self.tokens[-1].frame, self.start, self.cfg, self.frame_seconds)
+
     def finish(self, now: float) -> list[Emission]:
         """End of input: close the open segment as final (nothing if it holds no text)."""
         began = time.perf_counter()
@@ -163,13 +172,32 @@ class Segmenter:
 
 
 def emissions(recognizer: Recognizer, chunks: Iterable[np.ndarray], decoder: Decoder | None = None,
-              cfg: EndpointConfig | None = None) -> Iterator[Emission]:
-    """The one emission loop for files and microphones: 16 kHz float32 chunks in, emissions out
-    (greedy unless a `decoder` is given). Memory stays bounded: a closed segment's state is dropped."""
+              cfg: EndpointConfig | None = None, early: bool = True) -> Iterator[Emission]:
+    """The one emission loop for files, microphones and the server: 16 kHz float32 chunks in, emissions
+    out (greedy unless a `decoder` is given): a partial after each chunk, and each final as soon as the
+    audio holds its endpoint (`asr.stepping`; `early=False`: only at the end of a chunk, as before the
+    finals were hurried, which changes nothing but their `time` and `compute_ms`). Memory stays
+    bounded: a closed segment's state is dropped."""
     segmenter = Segmenter(decoder or Decoder(recognizer.tokenizer), recognizer.frame_seconds, cfg)
-    now = 0.0
-    for step in recognizer.stream(chunks):
-        now = step.heard / SAMPLE_RATE
-        # the tail's update emits no partial: the final below shows its text
-        yield from segmenter.push(step.logprobs, now, step.compute_ms, partial=not step.tail)
+    stepper: Stepper | None = None
+    state = recognizer.initial_state()
+    for chunk in chunks:
+        stepper = stepper or Stepper(max(1, len(chunk)), marked=True)  # the first chunk's size is the nominal one
+        stepper.push(chunk, boundary=True)
+        while (step := stepper.next(due_sample(recognizer, segmenter) if early else None)) is not None:
+            piece, partial = step
+            began = time.perf_counter()
+            logprobs, state = recognizer.step(piece, state)
+            compute_ms = (time.perf_counter() - began) * 1000
+            yield from segmenter.push(logprobs, stepper.stepped / SAMPLE_RATE, compute_ms, partial=partial)
+    now = stepper.stepped / SAMPLE_RATE if stepper else 0.0
+    began = time.perf_counter()
+    logprobs, state = recognizer.finish(state)  # the tail: its update emits no partial, the final shows it
+    yield from segmenter.push(logprobs, now, (time.perf_counter() - began) * 1000, partial=False)
     yield from segmenter.finish(now)
+
+
+def due_sample(recognizer: Recognizer, segmenter: Segmenter) -> int | None:
+    """The stream position (samples) at which the open segment's final may be due (`Segmenter.due`)."""
+    frame = segmenter.due()
+    return None if frame is None else recognizer.samples_for_frames(frame)

@@ -66,6 +66,14 @@ class Recognizer:
         """Duration of one encoder frame (10 ms x subsampling)."""
         return self.fbank.cfg.hop_length * self.model.cfg.subsampling / self.fbank.cfg.sample_rate
 
+    def samples_for_frames(self, frames: int) -> int:
+        """The fewest stream samples after which `step` has returned `frames` encoder frames in all: one
+        feature frame per full 25 ms window every 10 ms, one encoder frame per `subsampling` of them."""
+        if frames <= 0:
+            return 0
+        cfg = self.fbank.cfg
+        return cfg.win_length + (frames * self.model.cfg.subsampling - 1) * cfg.hop_length
+
     def initial_state(self) -> StreamState:
         return StreamState(pending=np.zeros(0, np.float32), model=self.model.initial_state(1))
 

@@ -56,6 +56,9 @@ class ScriptedRecognizer(Recognizer):
     def finish(self, state: StreamState) -> tuple[np.ndarray, StreamState]:
         return self.step(self.tail, state)
 
+    def samples_for_frames(self, frames: int) -> int:
+        return frames * FRAME
+
 
 def script(*parts: tuple[str, float]) -> np.ndarray:
     """('HI', 1.0) = the letters of HI (one frame each, '|' for space) then 1.0 s of blank frames."""
@@ -149,16 +152,27 @@ def test_rechunk_gives_exact_sizes_and_limit() -> None:
     assert sum(c.size for c in rechunk(pieces, 4, max_samples=9)) == 9
 
 
+def buffer_steps(buffer: AudioBuffer, pieces: list[np.ndarray]) -> list[tuple[np.ndarray, bool]]:
+    """Every step the server's buffer plans for `pieces` then the end, with no final pending."""
+    steps = []
+    for piece in [*pieces, None]:
+        buffer.push(piece) if piece is not None else buffer.end()
+        while (step := buffer.next(None)) is not None:
+            steps.append(step)
+    return steps
+
+
 def test_server_audio_buffer_cuts_like_rechunk_and_resamples_the_whole_stream() -> None:
     rng = np.random.default_rng(0)
     pieces = [rng.standard_normal(n).astype(np.float32) for n in (5000, 1, 12345, 777, 9000)]
     buffer = AudioBuffer(8000)
-    chunks = [c for p in pieces for c in buffer.push(p)] + buffer.flush()
-    assert [c.size for c in chunks] == [c.size for c in rechunk(pieces, 8000)]
-    assert np.array_equal(np.concatenate(chunks), np.concatenate(pieces))
-    assert buffer.flush() == []  # nothing is left after the end
+    steps = buffer_steps(buffer, pieces)
+    assert [c.size for c, _ in steps] == [c.size for c in rechunk(pieces, 8000)] and all(p for _, p in steps)
+    assert np.array_equal(np.concatenate([c for c, _ in steps]), np.concatenate(pieces))
+    buffer.end()
+    assert buffer.next(None) is None  # nothing is left after the end
     at_8k = AudioBuffer(8000, rate=8000)  # 27123 samples at 8 kHz: 54246 at 16 kHz, in chunks of 8000
-    chunks = [c for p in pieces for c in at_8k.push(p)] + at_8k.flush()
+    chunks = [c for c, _ in buffer_steps(at_8k, pieces)]
     assert all(c.size == 8000 for c in chunks[:-1]) and 0 < chunks[-1].size <= 8000
     assert abs(sum(c.size for c in chunks) - 2 * sum(p.size for p in pieces)) <= 2
 

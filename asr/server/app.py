@@ -160,12 +160,14 @@ class App:
         stream, buffer, first = self.engine.open(), AudioBuffer(self.limits.chunk_samples), True
         finals = 0
 
-        async def send(emissions: list[Emission], since: float) -> None:
+        async def run_steps(since: float) -> None:
+            """Every step the audio received so far allows (`AudioBuffer.next`), its events sent."""
             nonlocal finals
-            for emission in emissions:
-                await ws.send(json.dumps(emission.to_json()))
-                finals += emission.is_final
-            metrics.LATENCY.observe(time.perf_counter() - since)
+            while (step := buffer.next(self.engine.recognition.due(stream))) is not None:
+                for emission in await self.engine.step(stream, *step):
+                    await ws.send(json.dumps(emission.to_json()))
+                    finals += emission.is_final
+                metrics.LATENCY.observe(time.perf_counter() - since)
 
         while True:
             message = await self._receive(ws)
@@ -183,12 +185,14 @@ class App:
                     code, reason = protocol.NORMAL, "end of stream"
                     break
             else:
-                for chunk in buffer.push(protocol.pcm16(message, self.limits.max_message)):
-                    await send(await self.engine.step(stream, chunk), arrived)
+                buffer.push(protocol.pcm16(message, self.limits.max_message))
+                await run_steps(arrived)
             first = False
-        for chunk in buffer.flush():
-            await send(await self.engine.step(stream, chunk), arrived)
-        await send(await self.engine.finish(stream), arrived)
+        buffer.end()
+        await run_steps(arrived)
+        for emission in await self.engine.finish(stream):
+            await ws.send(json.dumps(emission.to_json()))
+            finals += emission.is_final
         outcome.update(code=code, audio_s=stream.seconds, finals=finals)
         await ws.close(code, reason)
 

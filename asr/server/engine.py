@@ -27,6 +27,7 @@ log = logging.getLogger("asr.serve")
 class _Job:
     stream: Stream
     chunk: np.ndarray | None  # None: finish the stream
+    partial: bool = True  # a partial follows the step (False: an early step, for the finals it closes)
     future: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -51,9 +52,9 @@ class Engine:
         except ValueError as err:  # HotwordError, or hotwords asked of a greedy server
             raise ProtocolError(str(err), protocol.INVALID) from None
 
-    async def step(self, stream: Stream, chunk: np.ndarray) -> list[Emission]:
-        """One chunk of 16 kHz float32 samples -> the stream's emissions for it."""
-        return await self._submit(_Job(stream, chunk))
+    async def step(self, stream: Stream, chunk: np.ndarray, partial: bool = True) -> list[Emission]:
+        """One chunk of 16 kHz float32 samples -> the stream's emissions for it (a partial last, if `partial`)."""
+        return await self._submit(_Job(stream, chunk, partial))
 
     async def finish(self, stream: Stream) -> list[Emission]:
         """End of the stream's input -> its last emissions."""
@@ -98,7 +99,8 @@ class Engine:
             self.batches += 1
             self.rows += len(steps)
             try:
-                results = self.recognition.advance([j.stream for j in steps], [j.chunk for j in steps])
+                results = self.recognition.advance([j.stream for j in steps], [j.chunk for j in steps],
+                                                   [j.partial for j in steps])
                 out.update((id(j), r) for j, r in zip(steps, results))
             except Exception:  # the batched step failed and changed nothing: find the failing stream(s)
                 self.fallbacks += 1
@@ -114,7 +116,7 @@ class Engine:
         try:
             if job.chunk is None:
                 return self.recognition.finish(job.stream)
-            result = self.recognition.advance([job.stream], [job.chunk])[0]
+            result = self.recognition.advance([job.stream], [job.chunk], [job.partial])[0]
             return result
         except Exception as err:
             return err

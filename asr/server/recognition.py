@@ -19,7 +19,7 @@ import numpy as np
 from asr.audio import SAMPLE_RATE
 from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import parse_hotwords
-from asr.endpoint import EndpointConfig, Emission, Segmenter
+from asr.endpoint import EndpointConfig, Emission, Segmenter, due_sample
 from asr.recognizer import Recognizer, StreamState
 from asr.server import metrics
 
@@ -72,6 +72,10 @@ class Recognition:
             metrics.CHUNK_COMPUTE.observe(model_s + time.perf_counter() - began)
         metrics.AUDIO_SECONDS.inc(sum(len(c) for c in chunks) / SAMPLE_RATE)
         return out
+
+    def due(self, stream: Stream) -> int | None:
+        """The stream position (16 kHz samples) at which its open segment's final may be due, if any."""
+        return due_sample(self.recognizer, stream.segmenter)
 
     def finish(self, stream: Stream) -> list[Emission]:
         """End of input: the tail of silence through the model, then the open segment as a final."""

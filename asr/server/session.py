@@ -1,28 +1,38 @@
-"""One connection's audio path: samples at the client's rate in, 500 ms chunks at 16 kHz out."""
+"""One connection's audio path: samples at the client's rate in, the steps to run at 16 kHz out."""
 from __future__ import annotations
 
 import numpy as np
 
-from asr.audio import SAMPLE_RATE, Chunker, StreamingResampler
+from asr.audio import SAMPLE_RATE, StreamingResampler
+from asr.stepping import Stepper
 
 
 class AudioBuffer:
-    """Resamples (if the client's rate is not 16 kHz) and cuts the audio into chunks of exactly
-    `chunk_samples` (`asr.audio.Chunker`, as `asr.stream --file` does through `rechunk`)."""
+    """Resamples (if the client's rate is not 16 kHz) and plans the model's steps (`asr.stepping`):
+    a step with a partial every `chunk_samples` (as `asr.stream --file` cuts its chunks), and in
+    between, as soon as the audio holds a pending final's endpoint, a step that brings it out."""
 
     def __init__(self, chunk_samples: int, rate: int = SAMPLE_RATE):
-        self.chunker = Chunker(chunk_samples)
+        self.stepper = Stepper(chunk_samples)
         self.resampler = StreamingResampler(rate) if rate != SAMPLE_RATE else None
 
-    def push(self, samples: np.ndarray) -> list[np.ndarray]:
-        """More samples at the client's rate -> the full chunks they complete."""
-        if self.resampler is not None:
-            samples = self.resampler.push(samples)
-        return self.chunker.push(samples)
+    def push(self, samples: np.ndarray) -> None:
+        """More samples at the client's rate."""
+        self.stepper.push(self.resampler.push(samples) if self.resampler is not None else samples)
 
-    def flush(self) -> list[np.ndarray]:
-        """End of input: the remaining chunks (the last one shorter)."""
-        chunks = []
+    def end(self) -> None:
+        """End of input: what is left becomes the last (shorter) chunk."""
         if self.resampler is not None:
-            chunks, self.resampler = self.chunker.push(self.resampler.flush()), None
-        return chunks + self.chunker.flush()
+            self.stepper.push(self.resampler.flush())
+            self.resampler = None
+        self.stepper.end()
+
+    def next(self, due: int | None) -> tuple[np.ndarray, bool] | None:
+        """The next step as (16 kHz samples, whether a partial follows it), or None until more audio comes;
+        `due`: where a pending final's endpoint may fire (stream samples), if one is pending."""
+        return self.stepper.next(due)
+
+    @property
+    def heard(self) -> int:
+        """16 kHz samples received so far."""
+        return self.stepper.received

@@ -1,0 +1,81 @@
+"""When a stream's audio goes through the model: at every chunk boundary, and sooner where a final may be due.
+
+A stream is stepped chunk by chunk (500 ms by default), a partial after each. That alone makes a final
+wait for the end of the chunk in which its endpoint falls: on average a quarter of a second beyond
+the trailing silence. So between boundaries, once the open segment has decoded something, the audio
+already received is stepped as soon as it reaches the point where the endpoint may fire
+(`Segmenter.due`, in samples by `Recognizer.samples_for_frames`), rounded up to a 20 ms grid (fewer
+distinct step lengths for the server's batches), unless that is within 100 ms of the chunk's end
+anyway. Such an early step emits the finals it closes and no partial; if speech goes on it closes
+nothing, and the boundary's step brings the partial as before. The model's output does not depend on
+how a stream is cut into steps (to float rounding), nor do the endpoints (decided frame by frame), so
+the results are those of whole chunks: finals only come sooner. The plan is a function of the audio
+alone, not of how it arrives, so `asr.stream --file` and the server give the same events.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+GRID = 320  # samples at 16 kHz: early steps end on a 20 ms grid (fewer distinct step lengths to batch)
+GAIN = 1600  # an early step is taken only if it comes more than 100 ms before the chunk's end
+
+
+class Stepper:
+    """One stream's audio in (any pieces, 16 kHz), the steps to run out: `next` until it says None."""
+
+    def __init__(self, chunk: int, marked: bool = False, grid: int = GRID, gain: int = GAIN):
+        """`chunk`: samples per chunk; a boundary every `chunk` samples, or (`marked`) wherever a push says
+        so (`push(..., boundary=True)`; chunks of `chunk` samples but for the last). Early steps are
+        weighed against the nominal boundaries (multiples of `chunk`), so that the plan is the same
+        whether or not the end of the input is known yet."""
+        self.chunk, self.marked, self.grid, self.gain = chunk, marked, grid, gain
+        self.pieces: list[np.ndarray] = []  # received, not yet stepped
+        self.received = 0  # samples pushed so far
+        self.stepped = 0  # samples handed out by `next`
+        self.boundaries: list[int] = []  # positions (samples) where a step with a partial ends, ascending
+        self.partial_at = 0  # where the last step with a partial ended
+
+    def push(self, samples: np.ndarray, boundary: bool = False) -> None:
+        """More audio; `boundary` (with `marked`): a chunk ends with it."""
+        samples = np.asarray(samples, dtype=np.float32).reshape(-1)
+        if samples.size:
+            self.pieces.append(samples)
+        before, self.received = self.received, self.received + samples.size
+        if not self.marked:
+            first = (before // self.chunk + 1) * self.chunk
+            self.boundaries.extend(range(first, self.received + 1, self.chunk))
+        elif boundary:
+            self._mark_end()
+
+    def end(self) -> None:
+        """End of input: what is left makes a last (shorter) chunk; and if an early step ended right at the
+        end, a step of no samples brings the partial that a whole last chunk would have."""
+        self._mark_end()
+
+    def _mark_end(self) -> None:
+        if self.received > (self.boundaries[-1] if self.boundaries else self.partial_at):
+            self.boundaries.append(self.received)
+
+    def next(self, due: int | None = None) -> tuple[np.ndarray, bool] | None:
+        """The next step, as (samples, partial), or None to wait for more audio. `due`: the stream position
+        (samples) at which the open segment's endpoint may fire; None when no final is pending."""
+        cut = self.boundaries[0] if self.boundaries else None
+        if due is not None:
+            early = -(-due // self.grid) * self.grid
+            nominal = (self.stepped // self.chunk + 1) * self.chunk
+            if self.stepped < early <= self.received and early < nominal - self.gain and (cut is None or early < cut):
+                return self._take(early), False
+        if cut is None:
+            return None
+        self.boundaries.pop(0)
+        self.partial_at = cut
+        return self._take(cut), True
+
+    def _take(self, upto: int) -> np.ndarray:
+        """The samples from the last step's end to `upto`."""
+        audio = np.concatenate(self.pieces) if len(self.pieces) > 1 else (self.pieces or [np.zeros(0, np.float32)])[0]
+        count = upto - self.stepped
+        taken, rest = audio[:count], audio[count:]
+        self.pieces = [rest] if rest.size else []
+        self.stepped = upto
+        return taken
