@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 REWARM_STEPS = 200
+DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "pretrained" / "default.safetensors"
 STATE_FILES = ("model.safetensors", "state.json")
 
 
@@ -129,6 +130,30 @@ def progress_row(period: dict, work: Path, machine: dict) -> dict:
             "step_split": step_split(work)}
 
 
+def reference_path(progress: Path) -> Path:
+    return progress.with_name(f"{progress.stem}_reference.json")
+
+
+def write_reference(progress: Path, wers: dict[str, float]) -> None:
+    """The shipped model's scores on the progress row's sets, beside the progress file (the reference lines)."""
+    _write_json(reference_path(progress), {"model": "asr/pretrained/default.safetensors",
+                                           "date": time.strftime("%Y-%m-%d", time.gmtime()), **wers})
+
+
+PROMOTE_ON = ("dev_beam", "synthetic_check_beam", "kokoro_check_beam")  # must beat the shipped model on each
+FSDD_CEILING = 3.0  # and FSDD test (beam) must stay below this WER (%)
+
+
+def beats_default(row: dict, progress: Path) -> bool:
+    """Whether the period's model may replace the shipped one: better on dev (beam) and both check sets
+    than the shipped model's reference scores, with FSDD test under FSDD_CEILING."""
+    reference = reference_path(progress)
+    if not reference.exists():
+        return False
+    shipped = json.loads(reference.read_text())
+    return all(row[c] < shipped[c] for c in PROMOTE_ON) and row["fsdd_beam"] < FSDD_CEILING
+
+
 def append_row(path: Path, row: dict) -> None:
     """Add `row` to the JSON Lines file, replacing an earlier row of the same period."""
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -136,6 +161,37 @@ def append_row(path: Path, row: dict) -> None:
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     partial.write_text("".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["period"])))
     os.replace(partial, path)
+
+
+COLUMNS = {"dev_beam": "dev (beam)", "dev_greedy": "dev (greedy)", "synthetic_check_beam": "synthetic check",
+           "kokoro_check_beam": "Kokoro check", "fsdd_beam": "FSDD test"}
+
+
+def plot_progress(progress: Path, out: Path) -> None:
+    """WER (%) of every period against cumulative training hours, the shipped model's as dashed lines."""
+    import matplotlib  # noqa: PLC0415 (the train extra)
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    rows = [json.loads(line) for line in progress.read_text().splitlines()]
+    reference = reference_path(progress)
+    shipped = json.loads(reference.read_text()) if reference.exists() else {}
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    hours = [r["train_minutes"] / 60 for r in rows]
+    for (column, label), color in zip(COLUMNS.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"]):
+        ax.plot(hours, [r[column] for r in rows], "o-", color=color, label=label)
+        if column in shipped:
+            ax.axhline(shipped[column], color=color, linestyle="--", linewidth=0.8)
+    ax.set_xlabel("cumulative training (hours of wall time, all periods)")
+    ax.set_ylabel("WER (%)")
+    ax.set_title("The continued retrain, period by period (dashed: the shipped model)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
 
 
 def write_state(state_dir: Path, work: Path, period: dict, row: dict) -> None:

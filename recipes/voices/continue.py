@@ -111,12 +111,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-data", action="store_true", help="use the corpora already on disk (tests)")
     p.add_argument("--score-limit", type=int, default=0, help="score on each set's first N utterances only (tests)")
     p.add_argument("--dry-run", action="store_true", help="say where the run stands and what comes next")
+    p.add_argument("--score-default", action="store_true",
+                   help="only score the shipped model on the progress row's sets (the reference lines), then exit")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for the training step (after --)")
     a = p.parse_args(argv)
     a.data_root, a.synthetic = a.data_root.resolve(), a.synthetic.resolve()
     if not (a.data_root / "speechocean762" / "dev.jsonl").exists():
         p.error(f"--data-root {a.data_root}: no speechocean762/dev.jsonl there")
 
+    if a.score_default:
+        wers = score(a, carry.DEFAULT_MODEL, a.work / "default_scores")
+        carry.write_reference(a.progress, wers)
+        if a.progress.exists():
+            carry.plot_progress(a.progress, a.progress.with_suffix(".png"))
+        print(f"continue: the shipped model: {json.dumps(wers)}", flush=True)
+        return 0
     period, origin = carry.current_period(a.work, a.state, a.synthetic, BLEND_SEED_BASE)
     work = a.work / f"p{period['period']:03d}"
     print(f"continue: period {period['period']} ({origin}); phases done: "
@@ -143,11 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     if "saved" not in period["timings"]:
         row = carry.progress_row(period, work, machine())
         carry.append_row(a.progress, row)
+        carry.plot_progress(a.progress, a.progress.with_suffix(".png"))
         carry.write_state(a.state, work, period, row)
         period["timings"]["saved"] = 0.0
         carry.save_period(work, period)
         print(f"continue: period {period['period']} saved in {a.state}: {json.dumps(row)}", flush=True)
-    print(f"continue: commit it: git add {a.state} {a.progress} && git commit -m 'Training period "
+    if carry.beats_default(json.loads(a.progress.read_text().splitlines()[-1]), a.progress):
+        print(f"continue: {work / 'candidate.safetensors'} beats the shipped model on dev and both check sets "
+              "with FSDD under 3%: promote it (recipes/voices/README.md, 'Promotion')", flush=True)
+    print(f"continue: commit it: git add {a.state} {a.progress.parent / 'training_progress*'} && git commit -m 'Training period "
           f"{period['period']}'", flush=True)
     return 0
 
