@@ -138,8 +138,9 @@ class App:
             metrics.STREAMS_OPEN.dec()
             if outcome["code"] not in (protocol.NORMAL, protocol.GOING_AWAY, "closed"):
                 metrics.error(outcome["code"])
-            self.note("stream closed", stream=number, close=outcome["code"],
-                      audio_s=round(outcome.get("audio_s", 0.0), 3), finals=outcome.get("finals", 0))
+            heard = outcome["stream"].seconds if "stream" in outcome else 0.0
+            self.note("stream closed", stream=number, close=outcome["code"], audio_s=round(heard, 3),
+                      finals=outcome.get("finals", 0))
 
     async def _receive(self, ws: ServerConnection) -> str | bytes | None:
         """The next message, or None once the server is stopping; ProtocolError when the client idles."""
@@ -158,15 +159,14 @@ class App:
     async def _stream(self, ws: ServerConnection, outcome: dict) -> None:
         """Messages until the end message (or `stop`); `outcome` collects what the closing log line says."""
         stream, buffer, first = self.engine.open(), AudioBuffer(self.limits.chunk_samples), True
-        finals = 0
+        outcome.update(stream=stream, finals=0)
 
         async def run_steps(since: float) -> None:
             """Every step the audio received so far allows (`AudioBuffer.next`), its events sent."""
-            nonlocal finals
             while (step := buffer.next(self.engine.recognition.due(stream))) is not None:
                 for emission in await self.engine.step(stream, *step):
                     await ws.send(json.dumps(emission.to_json()))
-                    finals += emission.is_final
+                    outcome["finals"] += emission.is_final
                 metrics.LATENCY.observe(time.perf_counter() - since)
 
         while True:
@@ -180,7 +180,7 @@ class App:
                 if isinstance(parsed, Start):
                     buffer = AudioBuffer(self.limits.chunk_samples, parsed.sample_rate)
                     if parsed.hotwords:
-                        stream = self.engine.open(parsed.hotwords)
+                        stream = outcome["stream"] = self.engine.open(parsed.hotwords)
                 elif isinstance(parsed, End):
                     code, reason = protocol.NORMAL, "end of stream"
                     break
@@ -192,8 +192,8 @@ class App:
         await run_steps(arrived)
         for emission in await self.engine.finish(stream):
             await ws.send(json.dumps(emission.to_json()))
-            finals += emission.is_final
-        outcome.update(code=code, audio_s=stream.seconds, finals=finals)
+            outcome["finals"] += emission.is_final
+        outcome["code"] = code
         await ws.close(code, reason)
 
 
