@@ -1,16 +1,22 @@
-"""asr.serve under load: N concurrent clients streaming real audio at real time.
+"""asr.serve under load: N concurrent clients streaming real audio at real time; or a soak.
 
-    python scripts/bench/serve.py [--clients 1 5 10 20 40] [--seconds 15] [--out benchmarks/] [--no-search]
+    python scripts/bench/serve.py [--clients 1 5 10 20 40] [--seconds 15] [--workers N] [--out benchmarks/]
+                                  [--no-search] [--server-args '--backend onnx']
+    python scripts/bench/serve.py --soak 30 [--soak-clients 40] [--workers N]    (see scripts/bench/soak.py)
 
 Starts `python -m asr.serve --port 0` (the default decoding: beam search with the word LM for
-partials and finals) and, for each N, N clients that each send `--seconds` of speech (the shipped
-examples in a loop, with pauses, each client from its own offset) in 100 ms messages paced like
-a microphone, starting at random moments within the first 500 ms. Latency is measured at the
-client, end to end: from sending the message that completes the audio an event covers (its
-`time`) to receiving the event. Server CPU (% of one core) and RSS come from /proc over the same
-window. Then the largest N whose p95 stays under 250 ms is searched for: N doubles until p95
-fails (or reaches --max-clients), then bisection (--no-search skips it). The clients run in this
-process, on the same cores as the server. Prints a markdown table; writes OUT/serve.md and OUT/serve.json.
+partials and finals; --workers N processes, default one per core) and, for each N, N clients that
+each send `--seconds` of speech (the shipped examples in a loop, with pauses, each client from its
+own offset) in 100 ms messages paced like a microphone, starting at random moments within the
+first 500 ms. Latency is measured at the client, end to end: from sending the message that
+completes the audio an event covers (its `time`) to receiving the event. End of speech -> final is
+from the moment the last word of an example was spoken (its end by the model's word times on the
+example alone; a message is "spoken" when it is sent, as a microphone delivers 100 ms buffers) to
+receiving the final that closes it. Server CPU (all processes, % of one core) and RSS per worker
+come from /proc over the same window. Then the largest N whose p95 stays under 250 ms is searched
+for: N doubles until p95 fails (or reaches --max-clients), then bisection (--no-search skips it).
+The clients run in this process, on the same cores as the server. Prints a markdown table; writes
+OUT/serve.md and OUT/serve.json.
 """
 from __future__ import annotations
 
@@ -20,8 +26,6 @@ import datetime
 import json
 import os
 import random
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,26 +34,60 @@ import numpy as np
 import soundfile as sf
 from websockets.asyncio.client import connect
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ folder: `bench` package
+
+from bench.server_process import ROOT, ServerUnderTest  # noqa: E402
+
 RATE, MESSAGE = 16000, 1600  # 100 ms per message
 TARGET_MS = 250.0
+PAUSE = RATE * 6 // 10  # 0.6 s of silence after each example in the loop
+EXAMPLES = sorted((ROOT / "asr" / "examples").glob("*.flac"))
+
+
+def speech_loop() -> np.ndarray:
+    """The shipped examples in turn, each followed by 0.6 s of silence (int16)."""
+    pieces = []
+    for path in EXAMPLES:
+        pieces += [sf.read(path, dtype="int16")[0], np.zeros(PAUSE, np.int16)]
+    return np.concatenate(pieces)
 
 
 def speech(seconds: float, offset: int) -> np.ndarray:
-    """`seconds` of int16 speech: the shipped examples in turn with 0.6 s pauses, from `offset` samples in."""
-    pieces = []
-    for path in sorted((ROOT / "asr" / "examples").glob("*.flac")):
-        pieces += [sf.read(path, dtype="int16")[0], np.zeros(RATE * 6 // 10, np.int16)]
-    loop = np.concatenate(pieces)
-    total = round(seconds * RATE)
-    return np.resize(np.roll(loop, -offset), total)
+    """`seconds` of int16 speech: the loop from `offset` samples in, repeated as needed."""
+    return np.resize(np.roll(speech_loop(), -offset), round(seconds * RATE))
 
 
-async def client(url: str, audio: np.ndarray, delay: float) -> list[float]:
-    """Stream `audio` at real time; the latency in ms of every event received while streaming."""
+def speech_ends() -> list[int]:
+    """Where speech ends in the loop (samples): each example's last word end by the bundled model's
+    word times (its default decoding), on the example alone."""
+    from asr.audio import rechunk
+    from asr.decoding.decoder import Decoder
+    from asr.endpoint import emissions
+    from asr.recognizer import Recognizer
+    recognizer = Recognizer.load()
+    decoder = Decoder.load(recognizer.tokenizer, "bundled")
+    ends, start = [], 0
+    for path in EXAMPLES:
+        wave = sf.read(path, dtype="float32")[0]
+        words = [w for e in emissions(recognizer, rechunk([wave], RATE // 2), decoder) if e.is_final for w in e.words]
+        ends.append(start + round(max(w.end for w in words) * RATE))
+        start += wave.size + PAUSE
+    return ends
+
+
+def client_ends(loop_ends: list[int], loop_size: int, offset: int, total: int) -> np.ndarray:
+    """The speech ends of one client's audio (`speech(total / RATE, offset)`), ascending."""
+    first = [(e - offset) % loop_size for e in loop_ends]
+    return np.sort([e + k * loop_size for e in first for k in range(total // loop_size + 1) if e + k * loop_size < total])
+
+
+async def client(url: str, audio: np.ndarray, delay: float, ends: np.ndarray) -> tuple[list[float], list[float]]:
+    """Stream `audio` at real time; the latency in ms of every event received while streaming, and the
+    end of speech -> final delay in s of every final that closed a segment at its endpoint."""
     await asyncio.sleep(delay)
     sent_at: list[float] = []  # send time of message i (covering samples up to (i+1) * MESSAGE)
     latencies: list[float] = []
+    finals: list[tuple[float, float]] = []  # (received at, stream time)
     async with connect(url, max_size=None) as ws:
         async def receive() -> None:
             async for message in ws:
@@ -58,6 +96,8 @@ async def client(url: str, audio: np.ndarray, delay: float) -> list[float]:
                 index = max(0, -(-round(event["time"] * RATE) // MESSAGE) - 1)
                 if index < len(sent_at) and not ending.is_set():
                     latencies.append((now - sent_at[index]) * 1000)
+                    if event["is_final"]:
+                        finals.append((now, event["time"]))
         ending = asyncio.Event()
         receiver = asyncio.create_task(receive())
         began = time.perf_counter()
@@ -68,63 +108,71 @@ async def client(url: str, audio: np.ndarray, delay: float) -> list[float]:
         await asyncio.sleep(0.3)  # the last chunk's events
         ending.set()
         await ws.send(json.dumps({"type": "end"}))
-        await receiver
-    return latencies
+        await asyncio.wait_for(receiver, 60)
+    delays = []
+    for received, stream_time in finals:
+        before = ends[ends <= round(stream_time * RATE)]
+        if before.size and stream_time * RATE - before[-1] < 2 * RATE:
+            end = int(before[-1])
+            message = max(0, (end - 1) // MESSAGE)  # the message holding the last spoken sample
+            spoken = sent_at[message] - ((message + 1) * MESSAGE - end) / RATE
+            delays.append(received - spoken)
+    return latencies, delays
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid: int, key: str = "VmRSS") -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def measure(url: str, pid: int, n: int, seconds: float, seed: int = 0) -> dict:
+def measure(server: ServerUnderTest, loop_ends: list[int], n: int, seconds: float, seed: int = 0) -> dict:
     """One load level: N clients at once."""
     rng = random.Random(seed + n)
-    audios = [speech(seconds, rng.randrange(RATE * 5)) for _ in range(n)]
+    loop_size = speech_loop().size
+    offsets = [rng.randrange(RATE * 5) for _ in range(n)]
+    total = round(seconds * RATE)
     delays = [rng.uniform(0, 0.5) for _ in range(n)]
 
-    async def run() -> list[list[float]]:
-        return await asyncio.gather(*(client(url, a, d) for a, d in zip(audios, delays)))
-    cpu, wall = cpu_seconds(pid), time.perf_counter()
-    latencies = np.concatenate([np.asarray(x) for x in asyncio.run(run())])
-    cpu, wall = cpu_seconds(pid) - cpu, time.perf_counter() - wall
+    async def run() -> list[tuple[list[float], list[float]]]:
+        return await asyncio.gather(*(client(server.url, speech(seconds, o), d, client_ends(loop_ends, loop_size, o, total))
+                                      for o, d in zip(offsets, delays)))
+    cpu, wall = server.cpu_seconds(), time.perf_counter()
+    results = asyncio.run(run())
+    cpu, wall = server.cpu_seconds() - cpu, time.perf_counter() - wall
+    latencies = np.concatenate([np.asarray(r[0]) for r in results])
+    finals = np.concatenate([np.asarray(r[1]) for r in results])
     p50, p95 = np.percentile(latencies, [50, 95]) if latencies.size else (float("nan"),) * 2
+    f50, f95 = np.percentile(finals, [50, 95]) if finals.size else (float("nan"),) * 2
     return {"clients": n, "events": int(latencies.size), "p50_ms": round(float(p50), 1),
             "p95_ms": round(float(p95), 1), "max_ms": round(float(latencies.max()), 1) if latencies.size else None,
-            "server_cpu_pct": round(100 * cpu / wall, 1), "server_rss_mb": round(rss_mb(pid), 1),
-            "server_peak_rss_mb": round(rss_mb(pid, "VmHWM"), 1), "load_1min": round(os.getloadavg()[0], 2)}
+            "finals": int(finals.size), "final_p50_s": round(float(f50), 3), "final_p95_s": round(float(f95), 3),
+            "server_cpu_pct": round(100 * cpu / wall, 1), "worker_rss_mb": server.rss_mb(),
+            "worker_peak_rss_mb": server.rss_mb("VmHWM"), "load_1min": round(os.getloadavg()[0], 2)}
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| clients | events | p50 ms | p95 ms | max ms | server CPU (% of one core) | server RSS MB | machine load (1 min) |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| clients | events | p50 ms | p95 ms | max ms | end of speech -> final p50 / p95 s | "
+             "server CPU (% of one core) | RSS per worker MB | machine load (1 min) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(rows, key=lambda r: r["clients"]):
+        rss = " / ".join(f"{x:.0f}" for x in r["worker_rss_mb"])
         lines.append(f"| {r['clients']} | {r['events']} | {r['p50_ms']} | {r['p95_ms']} | {r['max_ms']} | "
-                     f"{r['server_cpu_pct']} | {r['server_rss_mb']} | {r.get('load_1min', '-')} |")
+                     f"{r['final_p50_s']} / {r['final_p95_s']} | {r['server_cpu_pct']} | {rss} | {r.get('load_1min', '-')} |")
     return "\n".join(lines)
 
 
 def render(result: dict) -> str:
     """serve.md from the measurements."""
+    idle = " / ".join(f"{x:.0f}" for x in result["idle_rss_mb"])
     return (f"# asr.serve: concurrent real-time streams\n\n"
             f"`python scripts/bench/serve.py` on {result['cpus']} CPU cores ({result['date']}); server options: "
-            f"{result['server_args']}. Each client streams {result['seconds_per_client']:g} s of speech at real time "
-            f"in 100 ms messages; latency is end to end at the client, from sending the audio an event covers to "
-            f"receiving the event (partials every 500 ms, finals at endpoints). Server RSS idle: "
-            f"{result['idle_rss_mb']} MB.\n\n{table(result['rows'])}\n\n"
+            f"{result['server_args']}, {result['workers']} worker process(es). Each client streams "
+            f"{result['seconds_per_client']:g} s of speech at real time in 100 ms messages; latency is end to end at the "
+            f"client, from sending the audio an event covers to receiving the event (partials every 500 ms, finals "
+            f"at endpoints); end of speech -> final runs from the moment the last word was spoken (a message counts "
+            f"as spoken when it is sent, as from a microphone's 100 ms buffers) to receiving its final, the 0.4 s of "
+            f"trailing silence included. RSS per worker, idle: {idle} MB.\n\n{table(result['rows'])}\n\n"
             f"Largest N with p95 < 250 ms: **{result['largest_n_p95_under_250ms']}**\n\n"
-            f"One server process uses about one core (the model's batched step runs outside Python's GIL, the "
-            f"per-stream decoding and the sockets inside it), so the knee is where it saturates one core; the "
-            f"clients run in the benchmark's own process on the same cores, and the machine's cores are shared "
-            f"with other work, so the knee moves with that load: the last column is the machine's 1-minute load "
-            f"average after each row (this benchmark alone adds about 1-1.5). RSS grows past the knee with queued "
+            f"Each worker is one process with its own model that uses about one core (the model's batched step runs "
+            f"outside Python's GIL, the per-stream decoding and the sockets inside it); the kernel spreads the "
+            f"connections over the workers (SO_REUSEPORT). The clients run in the benchmark's own process on the same "
+            f"cores, and the machine's cores are shared with other work, so the knee moves with that load: the last "
+            f"column is the machine's 1-minute load average after each row. RSS grows past the knee with queued "
             f"audio.\n")
 
 
@@ -138,29 +186,37 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--clients", type=int, nargs="+", default=[1, 5, 10, 20, 40])
     p.add_argument("--seconds", type=float, default=15.0, help="audio each client streams")
+    p.add_argument("--workers", type=int, default=None, help="asr.serve --workers (default: its own, one per core)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     p.add_argument("--no-search", action="store_true", help="skip the search for the largest N under 250 ms")
     p.add_argument("--max-clients", type=int, default=320, help="the search stops here")
-    p.add_argument("--server-args", default="", help="extra asr.serve options, e.g. '--greedy'")
+    p.add_argument("--server-args", default="", help="extra asr.serve options, e.g. '--greedy' or '--backend onnx'")
+    p.add_argument("--soak", type=float, metavar="MINUTES", help="run the soak (scripts/bench/soak.py) instead")
+    p.add_argument("--soak-clients", type=int, default=40, help="client slots of the soak")
     args = p.parse_args(argv)
-    if min(args.clients) < 1 or args.seconds <= 0:
-        p.error("--clients must be >= 1 and --seconds > 0")
-    server = subprocess.Popen([sys.executable, "-m", "asr.serve", "--port", "0", "--max-streams", "1000",
-                               *args.server_args.split()], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if min(args.clients) < 1 or args.seconds <= 0 or (args.workers is not None and args.workers < 1):
+        p.error("--clients and --workers must be >= 1 and --seconds > 0")
+    if args.soak is not None and (args.soak <= 0 or args.soak_clients < 1):
+        p.error("--soak must be > 0 minutes and --soak-clients >= 1")
+    server_args = args.server_args.split() + ([] if args.workers is None else ["--workers", str(args.workers)])
     try:
-        match = re.search(r"127\.0\.0\.1:(\d+)/", server.stderr.readline())
-        if not match:
-            print("serve benchmark: error: asr.serve did not start", file=sys.stderr)
-            return 1
-        url = f"ws://127.0.0.1:{match.group(1)}/asr"
-        idle_rss = rss_mb(server.pid)
-        measure(url, server.pid, 2, 3.0)  # warm-up: first-call costs stay out of the 1-client row
+        server = ServerUnderTest(server_args)
+    except RuntimeError as err:
+        print(f"serve benchmark: error: {err}", file=sys.stderr)
+        return 1
+    if args.soak is not None:
+        from bench.soak import soak
+        return soak(server, args.soak, args.soak_clients, args.out, " ".join(server_args))
+    try:
+        loop_ends = speech_ends()
+        idle_rss = server.rss_mb()
+        measure(server, loop_ends, 2, 3.0)  # warm-up: first-call costs stay out of the 1-client row
 
         def level(n: int) -> dict:
-            row = measure(url, server.pid, n, args.seconds)
-            print(f"serve benchmark: {n} clients: p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms, "
-                  f"server CPU {row['server_cpu_pct']} %", flush=True)
+            row = measure(server, loop_ends, n, args.seconds)
+            print(f"serve benchmark: {n} clients: p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms, end of speech -> "
+                  f"final p50 {row['final_p50_s']} s, server CPU {row['server_cpu_pct']} %, RSS per worker "
+                  f"{row['worker_rss_mb']} MB", flush=True)
             return row
         rows = [level(n) for n in args.clients]
         while not args.no_search:  # double N until p95 fails (or --max-clients), then bisect
@@ -177,16 +233,18 @@ def main(argv: list[str] | None = None) -> int:
             if any(r["clients"] == n for r in rows):
                 break
             rows.append(level(n))
+        workers = len(server.workers())
     finally:
-        server.terminate()
-        server.wait(30)
+        server.stop()
     best = largest_under(rows)
     result = {"rows": sorted(rows, key=lambda r: r["clients"]), "largest_n_p95_under_250ms": best,
-              "idle_rss_mb": round(idle_rss, 1), "seconds_per_client": args.seconds, "cpus": os.cpu_count(),
+              "idle_rss_mb": idle_rss, "workers": workers, "seconds_per_client": args.seconds, "cpus": os.cpu_count(),
               "server_args": args.server_args or "(defaults: beam search with the bundled word LM)",
               "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M")}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "serve.md").write_text(render(result))
+    previous = (args.out / "serve.md").read_text() if (args.out / "serve.md").exists() else ""
+    soak_section = previous[previous.find("\n## Soak\n"):] if "\n## Soak\n" in previous else ""
+    (args.out / "serve.md").write_text(render(result) + soak_section)  # the soak's figures stay
     (args.out / "serve.json").write_text(json.dumps(result, indent=1) + "\n")
     print(table(rows) + f"\n\nlargest N with p95 < 250 ms: {best}")
     return 0
