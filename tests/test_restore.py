@@ -41,10 +41,10 @@ def test_labels_are_read_off_a_sentence_and_rendered_back() -> None:
 def toy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A toy restorer, trained by the recipe's command (restorer=toy) on KNOWN until it knows them."""
     root = tmp_path_factory.mktemp("restorer")
-    (root / "train.txt").write_text("\n".join(KNOWN * 4) + "\n")
+    (root / "train.txt").write_text("\n".join(KNOWN * 20) + "\n")  # 15 steps an epoch: few validations
     (root / "held.txt").write_text("\n".join(KNOWN[:4]) + "\n")
     run = subprocess.run([sys.executable, "-m", "asr.training.restorer", "restorer=toy", f"data.train={root}/train.txt",
-                          f"data.valid={root}/held.txt", f"run_dir={root}/run", "trainer.max_epochs=40"],
+                          f"data.valid={root}/held.txt", f"run_dir={root}/run", "trainer.max_epochs=8"],
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     assert "restorer: period_f1=" in run.stdout and "baseline: period_f1=" in run.stdout
@@ -79,6 +79,14 @@ def test_a_bad_restorer_file_is_one_clear_error(tmp_path: Path, content: bytes) 
         (tmp_path / name).write_bytes(content)
         with pytest.raises(RestorerError, match=str(tmp_path / name)):
             load_restorer(backend, tmp_path / name)
+
+
+def test_the_tools_refuse_a_bad_restorer_in_one_line(tmp_path: Path, speech_wav: Path, capsys) -> None:
+    bad = tmp_path / "restorer.onnx"
+    bad.write_bytes(b"not a graph")
+    assert transcribe.main([str(speech_wav), "--backend", "onnx", "--restorer", str(bad)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"asr.transcribe: error: {bad}: not a usable restorer graph")
 
 
 def _run(main, args: list[str], capsys) -> str:
