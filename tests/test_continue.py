@@ -60,10 +60,13 @@ def test_two_periods_the_second_on_a_fresh_machine(tmp_path, cont, capsys):
     def period(work):
         args = ["--work", str(work), "--state", str(state), "--progress", str(progress), "--data-root", str(DATA),
                 "--synthetic", str(synthetic), "--variants-dir", str(tmp_path / "variants"), "--skip-data",
-                "--layers", "7", "--score-limit", "2", "--minutes", "5", "--", *toy]
+                "--layers", "7", "--score-limit", "2", "--minutes", "5", "--jobs", "1", "--", *toy]
         assert cont.main(args) == 0, capsys.readouterr().err[-3000:]
 
     period(tmp_path / "machine1")
+    times = json.loads((tmp_path / "machine1" / "p001" / "step_times.json").read_text())
+    assert times["steps"] == 2 and times["model_s"] > 0  # the parts of fitting's wall time add up to it
+    assert times["model_s"] + times["between_s"] + times["validation_s"] <= times["wall_s"] + 0.05
     first = json.loads((state / "state.json").read_text())
     assert first["period"] == 1 and first["steps"] == 2 and first["layers"] == 7
     assert [s["start"] for s in first["kokoro_slices"]] == [0] and first["kokoro_slices"][0]["end"] == 3

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import time
 from pathlib import Path
@@ -180,7 +181,8 @@ def plot_progress(progress: Path, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     hours = [r["train_minutes"] / 60 for r in rows]
     for (column, label), color in zip(COLUMNS.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"]):
-        ax.plot(hours, [r[column] for r in rows], "o-", color=color, label=label)
+        start = [shipped[column]] if column in shipped else []  # at 0 h the grown model is the shipped one
+        ax.plot([0.0] * len(start) + hours, start + [r[column] for r in rows], "o-", color=color, label=label)
         if column in shipped:
             ax.axhline(shipped[column], color=color, linestyle="--", linewidth=0.8)
     ax.set_xlabel("cumulative training (hours of wall time, all periods)")
@@ -221,6 +223,14 @@ def score_sets(data_root: Path, check_sets: Path) -> dict[str, tuple[list[str], 
             "fsdd_beam": (["--manifest", str(data_root / "fsdd" / "fsdd.jsonl"), "--split", "test"], "beam"),
             "synthetic_check_beam": (["--manifest", str(check_sets / "check.jsonl")], "beam"),
             "kokoro_check_beam": (["--manifest", str(check_sets / "check_kokoro_en.jsonl")], "beam")}
+
+
+def cpu_name() -> str:
+    """The processor's model name (/proc/cpuinfo), else the platform's machine type."""
+    cpuinfo = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
+             if line.startswith("model name")]
+    return names[0] if names else platform.machine()
 
 
 def gpu_name() -> str | None:

@@ -114,6 +114,8 @@ class StepTimes(L.Callback):
         self.started = self.mark = time.perf_counter()
 
     def _lap(self, key: str) -> None:
+        if not self.started:  # the sanity-check validation runs before fitting starts
+            return
         now = time.perf_counter()
         self.totals[key] += now - self.mark
         self.mark = now

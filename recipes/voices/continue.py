@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from subprocess import STDOUT
 
@@ -77,21 +77,28 @@ def train(a: argparse.Namespace, period: dict, run_dir: Path) -> None:
 
 
 def score(a: argparse.Namespace, model: Path, out: Path) -> dict[str, float]:
-    """WER (%) of `model` on each progress-row set: asr.evaluate's report files go to `out`."""
+    """WER (%) of `model` on each progress-row set, a.jobs asr.evaluate processes at a time (each on one
+    thread); their report files go to `out`, and a rerun keeps the ones already written."""
     out.mkdir(parents=True, exist_ok=True)
-    wers = {}
-    for name, (args, decoding) in carry.score_sets(a.data_root, a.check_sets).items():
-        report = out / f"{name}.json"
-        if not report.exists():
-            limit = ["--limit", str(a.score_limit)] if a.score_limit else []
-            run([sys.executable, "-m", "asr.evaluate", *args, *limit, "--model", str(model), f"--{decoding}",
-                 "--report", str(report)], out / "evaluate.log")
-        wers[name] = round(100 * json.loads(report.read_text())["summary"]["wer"], 2)
-    return wers
+    sets = carry.score_sets(a.data_root, a.check_sets)
+    limit = ["--limit", str(a.score_limit)] if a.score_limit else []
+    commands = [[sys.executable, "-m", "asr.evaluate", *args, *limit, "--model", str(model), f"--{decoding}",
+                 "--report", str(out / f"{name}.json")]
+                for name, (args, decoding) in sets.items() if not (out / f"{name}.json").exists()]
+    def evaluate(command: list[str]) -> None:
+        run(command, out / f"{Path(command[-1]).stem}.log")
+
+    if a.jobs > 1:
+        with ThreadPoolExecutor(a.jobs) as pool:
+            list(pool.map(evaluate, commands))
+    else:
+        for command in commands:
+            evaluate(command)
+    return {name: round(100 * json.loads((out / f"{name}.json").read_text())["summary"]["wer"], 2) for name in sets}
 
 
 def machine() -> dict:
-    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "gpu": carry.gpu_name()}
+    return {"cpu": carry.cpu_name(), "cores": os.cpu_count(), "gpu": carry.gpu_name()}
 
 
 def main(argv: list[str] | None = None) -> int:

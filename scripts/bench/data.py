@@ -27,8 +27,9 @@ class EvalSet:
 SETS = [
     EvalSet("speechocean762-dev", SHARED / "speechocean762" / "dev.jsonl", note="accented (L2) read speech, children and adults"),
     EvalSet("fsdd-test", SHARED / "fsdd" / "fsdd.jsonl", split="test", note="spoken digits, 8 kHz"),
-    EvalSet("synthetic-check", ROOT / "data" / "synthetic" / "check.jsonl", note="held-out synthetic voices and sentences"),
-    EvalSet("kokoro-en-check", ROOT / "data" / "synthetic" / "check_kokoro_en.jsonl",
+    EvalSet("synthetic-check", ROOT / "benchmarks" / "check_sets" / "check.jsonl",
+            note="held-out synthetic voices and sentences (the committed rendering)"),
+    EvalSet("kokoro-en-check", ROOT / "benchmarks" / "check_sets" / "check_kokoro_en.jsonl",
             note="held-out Kokoro English voices (af_sky, am_echo, bf_isabella, bm_daniel), held-out sentences"),
 ]
 

@@ -1,0 +1,94 @@
+"""The model's share of a training step: forward, backward and AdamW step on one real batch, per model.
+
+    python -m asr.tools.bench_step [--model PATH ...] [--config small medium] [--seconds 40] [--threads 2]
+
+Builds one length-sorted batch of about --seconds of padded audio from --manifest (clean log-mel, as the
+loader would hand it over), then times --steps training steps of each model after --warmup steps and prints
+the median: the figure to hold a run's measured seconds per step against (train.StepTimes). Models are
+model files (their architecture; weights do not change the cost) or conf/model presets.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from omegaconf import OmegaConf
+
+from asr.features import Fbank
+from asr.audio import load_audio
+from asr.manifest import read_manifest
+from asr.model.encoder import Encoder, EncoderConfig
+from asr.model.loader import load_config
+from asr.text import normalize
+from asr.tokenizer import Tokenizer
+from asr.training.data import collate
+
+CONF = Path(__file__).resolve().parents[2] / "conf" / "model"
+
+
+def batch(manifest: Path, seconds: float, tokenizer: Tokenizer) -> dict[str, torch.Tensor]:
+    """Utterances of similar length (from the middle of the sorted manifest) filling `seconds` once padded."""
+    utts = sorted(read_manifest(manifest), key=lambda u: u.duration)
+    middle = utts[len(utts) // 2:]
+    count = max(1, int(seconds // middle[0].duration))
+    fbank = Fbank()
+    items = [(torch.from_numpy(fbank(load_audio(u.audio))), torch.tensor(tokenizer.encode(normalize(u.text))))
+             for u in middle[:count]]
+    return collate(items)
+
+
+def step_seconds(encoder: Encoder, data: dict[str, torch.Tensor], steps: int, warmup: int) -> float:
+    """Median wall seconds of one forward + CTC loss + backward + AdamW step."""
+    encoder.train()
+    optimizer = torch.optim.AdamW(encoder.parameters(), lr=1e-4)
+    times = []
+    for i in range(warmup + steps):
+        start = time.perf_counter()
+        logprobs, lengths = encoder(data["feats"], data["feat_lens"])
+        loss = F.ctc_loss(logprobs.transpose(0, 1), data["targets"], lengths, data["target_lens"], zero_infinity=True)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if i >= warmup:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def configs(models: list[str], presets: list[str], vocab: int) -> dict[str, EncoderConfig]:
+    out = {Path(m).name: load_config(m) for m in models}
+    for name in presets:
+        fields = OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"))
+        out[name] = EncoderConfig(**{**fields, "vocab_size": vocab})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", nargs="*", default=[], help="model files")
+    p.add_argument("--config", nargs="*", default=[], help="conf/model presets (e.g. small medium)")
+    p.add_argument("--manifest", type=Path, default=Path("../shared/data/speechocean762/train.jsonl"))
+    p.add_argument("--seconds", type=float, default=40.0, help="padded audio per batch")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--warmup", type=int, default=2)
+    a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    tokenizer = Tokenizer("char")
+    data = batch(a.manifest, a.seconds, tokenizer)
+    print(f"batch: {data['feats'].shape[0]} utterances x {data['feats'].shape[1] / 100:.2f} s, {a.threads} threads")
+    for name, cfg in configs(a.model, a.config, tokenizer.vocab_size).items():
+        cfg.vocab_size = tokenizer.vocab_size
+        encoder = Encoder(cfg)
+        params = sum(q.numel() for q in encoder.parameters()) / 1e6
+        seconds = step_seconds(encoder, data, a.steps, a.warmup)
+        print(f"{name:<28} {params:6.2f} M  {cfg.n_layers:2d} x {cfg.d_model:3d}  dropout {cfg.dropout:.2f}  "
+              f"{seconds:.3f} s/step (median of {a.steps})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
