@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import torch
 from omegaconf import OmegaConf
 
 from asr.model.encoder import Encoder, EncoderConfig
+from asr.tokenizer import Tokenizer
 
 # Small tensors run fastest on one thread, and the suite must not fight other processes for cores.
 torch.set_num_threads(1)
@@ -75,3 +77,29 @@ def in_process(command: list[str], cwd=None, **_) -> subprocess.CompletedProcess
             handler.close()
         root.handlers[:], root.level = saved_logging
     return subprocess.CompletedProcess(command, code)
+
+
+def emissions(tokenizer: Tokenizer, frames: list[dict[str, float]]) -> np.ndarray:
+    """(T, V) log-probs: each frame gives its listed units these probabilities, the rest share what is left."""
+    units = tokenizer.units()
+    rows = []
+    for frame in frames:
+        row = np.full(len(units), (1 - sum(frame.values())) / (len(units) - len(frame)))
+        for unit, p in frame.items():
+            row[units.index(unit)] = p
+        rows.append(np.log(row))
+    return np.stack(rows).astype(np.float32)
+
+
+def recipe_module(script: Path, name: str, monkeypatch, runner=None):
+    """A recipe script loaded as a module whose commands run in this process (in_process): the
+    `subprocess` of `runner` (the module that runs them; default the script itself) is replaced."""
+    import importlib.util  # noqa: PLC0415
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location(name, script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(runner or module, "subprocess", SimpleNamespace(run=in_process))
+    monkeypatch.chdir(ROOT)
+    return module

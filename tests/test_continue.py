@@ -2,10 +2,7 @@
 periods back to back, the second on a machine with no run folder, resumes from the committed state (its
 weights, step, schedule position and the Kokoro slices already used) rather than from scratch; a period
 cut off mid-way resumes from its own run folder; the grown model starts exactly where the shipped one is."""
-import importlib.util
 import json
-import shutil
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,7 +13,7 @@ from asr.training import carry
 from asr.training.grow import deepen
 from asr.training.module import warmup_cosine
 from asr.training.config import OptimConfig
-from helpers import DATA, ROOT, SPEECHOCEAN, in_process, small_manifest
+from helpers import DATA, ROOT, SPEECHOCEAN, recipe_module, small_manifest
 
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
 SCRIPT = ROOT / "recipes/voices/continue.py"
@@ -25,12 +22,7 @@ SCRIPT = ROOT / "recipes/voices/continue.py"
 @pytest.fixture
 def cont(monkeypatch):
     """recipes/voices/continue.py as a module whose commands run in this process."""
-    spec = importlib.util.spec_from_file_location("continue_recipe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(module, "subprocess", SimpleNamespace(run=in_process))
-    monkeypatch.chdir(ROOT)
-    return module
+    return recipe_module(SCRIPT, "continue_recipe", monkeypatch)
 
 
 def kokoro_slice(synthetic, rows, period, start, end):

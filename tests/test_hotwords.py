@@ -15,6 +15,7 @@ from asr.decoding.hotwords import DEFAULT_BOOST, Hotword, HotwordError, parse_ho
 from asr.pretrained import default_lm_path, default_model_path
 from asr.tokenizer import Tokenizer
 from asr.tools.lm import build_arpa
+from helpers import emissions
 
 CHAR = Tokenizer("char")
 CORPUS = ["THE CAT SAT", "THE CAT RAN", "THE DOG SAT", "A DOG RAN HOME", "THE CAT SAT HOME", "A CAT"]
@@ -69,25 +70,13 @@ def test_hotwords_need_the_beam_search(tmp_path: Path, capsys, speech_wav: Path)
     assert "--hotwords needs the beam search" in capsys.readouterr().err
 
 
-def emissions(frames: list[dict[str, float]]) -> np.ndarray:
-    """(T, V) log-probs of the character units: each frame's listed units get these probabilities."""
-    units = CHAR.units()
-    rows = []
-    for frame in frames:
-        row = np.full(len(units), (1 - sum(frame.values())) / (len(units) - len(frame)))
-        for unit, p in frame.items():
-            row[units.index(unit)] = p
-        rows.append(np.log(row))
-    return np.stack(rows).astype(np.float32)
-
-
 def spoken(text: str, confusions: dict[str, dict[str, float]]) -> np.ndarray:
     """Frames spelling `text` ("|" between words), a blank after each letter; `confusions` replaces
     the frame of a letter (by its position in `text`) with a less certain one."""
     frames = []
     for i, char in enumerate(text.replace(" ", "|")):
         frames += [confusions.get(str(i), {char: 0.8}), {"<blank>": 0.8}]
-    return emissions(frames)
+    return emissions(CHAR, frames)
 
 
 @pytest.fixture()

@@ -6,7 +6,6 @@ import math
 from types import SimpleNamespace
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from asr import cli, evaluate, stream, transcribe
@@ -18,6 +17,7 @@ from asr.pretrained import default_lm_path
 from asr.tokenizer import Tokenizer
 from asr.tools import lm, tune_lm
 from asr.tools.lm import build_arpa
+from helpers import emissions
 
 CORPUS = ["THE CAT SAT", "THE CAT RAN", "THE DOG SAT", "A DOG RAN HOME", "THE CAT SAT HOME", "A CAT"]
 
@@ -80,18 +80,6 @@ def test_lm_from_a_manifest_reads_only_the_asked_split(tmp_path: Path) -> None:
     manifest.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert lm.main([str(manifest), "--split", "train", "--out", str(tmp_path / "lm.arpa")]) == 0
     assert set(arpa_words(tmp_path / "lm.arpa")) == {"ONE", "TWO", "NO", "SPLIT"}
-
-
-def emissions(tokenizer: Tokenizer, frames: list[dict[str, float]]) -> np.ndarray:
-    """(T, V) log-probs: each frame gives its listed units these probabilities, the rest share what is left."""
-    units = tokenizer.units()
-    rows = []
-    for frame in frames:
-        row = np.full(len(units), (1 - sum(frame.values())) / (len(units) - len(frame)))
-        for unit, p in frame.items():
-            row[units.index(unit)] = p
-        rows.append(np.log(row))
-    return np.stack(rows).astype(np.float32)
 
 
 def beam_decoder(tokenizer: Tokenizer, arpa: Path, **cfg) -> Decoder:

@@ -1,16 +1,14 @@
 """The many-voices measurements (recipes/voices/probes.py) at toy scale: the data curve's runs hold
 Kokoro's share fixed while its distinct hours change, the sizing runs use their model size, every model
 is scored on every set, the report and plot are written, and a rerun runs nothing."""
-import importlib.util
 import json
 import re
-from types import SimpleNamespace
 
 import pytest
 from omegaconf import OmegaConf
 
 from asr.training import recipe
-from helpers import CONF, DATA, ROOT, SPEECHOCEAN, in_process, small_manifest
+from helpers import CONF, DATA, ROOT, SPEECHOCEAN, recipe_module, small_manifest
 
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
 SCRIPT = ROOT / "recipes/voices/probes.py"
@@ -19,12 +17,7 @@ SCRIPT = ROOT / "recipes/voices/probes.py"
 @pytest.fixture
 def probes(monkeypatch):
     """recipes/voices/probes.py as a module whose steps run in this process."""
-    spec = importlib.util.spec_from_file_location("probes", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(recipe, "subprocess", SimpleNamespace(run=in_process))
-    monkeypatch.chdir(ROOT)
-    return module
+    return recipe_module(SCRIPT, "probes", monkeypatch, runner=recipe)
 
 
 def test_curve_and_sizing_at_toy_scale_then_a_rerun_runs_nothing(tmp_path, probes, capsys):
