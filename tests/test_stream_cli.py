@@ -189,7 +189,7 @@ def test_line_display_redraws_on_a_tty_and_prints_finals_otherwise() -> None:
 
 def test_stream_file_json_and_compare_offline(model_path: Path, tmp_path: Path, capsys) -> None:
     audio = write(tmp_path / "a.wav", tone(1.7))
-    assert stream.main(["--file", str(audio), "--model", str(model_path), "--json", "--compare-offline"]) == 0
+    assert stream.main(["--file", str(audio), "--model", str(model_path), "--json", "--compare-offline", "--plain"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r"max_abs_diff=\S+ token_mismatches=0", lines[-1])
     objects = [json.loads(line) for line in lines[:-1]]
