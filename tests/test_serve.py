@@ -77,7 +77,7 @@ class ServerProcess:
     def stop(self) -> None:
         self.proc.terminate()
         try:
-            self.proc.wait(20)
+            self.proc.wait(60)  # several workers, each with torch loaded, take a while to exit on a busy machine
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
