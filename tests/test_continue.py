@@ -9,6 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from asr.model.loader import load_model
+from asr.tools import bench_resume, bench_step
 from asr.training import carry
 from asr.training.grow import deepen
 from asr.training.module import warmup_cosine
@@ -59,6 +60,10 @@ def test_two_periods_the_second_on_a_fresh_machine(tmp_path, cont, capsys):
     times = json.loads((tmp_path / "machine1" / "p001" / "step_times.json").read_text())
     assert times["steps"] == 2 and times["model_s"] > 0  # the parts of fitting's wall time add up to it
     assert times["model_s"] + times["between_s"] + times["validation_s"] <= times["wall_s"] + 0.05
+    assert bench_resume.main([str(tmp_path / "machine1" / "p001"), "--steps", "1", "--dev-batches", "1",
+                              "--threads", "1"]) == 0  # resuming with and without the optimizer's moments
+    printed = capsys.readouterr().out
+    assert "saved moments" in printed and "fresh moments, re-warmed" in printed
     first = json.loads((state / "state.json").read_text())
     assert first["period"] == 1 and first["steps"] == 2 and first["layers"] == 7
     assert [s["start"] for s in first["kokoro_slices"]] == [0] and first["kokoro_slices"][0]["end"] == 3
@@ -114,3 +119,9 @@ def test_the_schedule_continues_from_its_position_and_rewarms():
     assert warmup_cosine(0, later) == pytest.approx(warmup_cosine(50, cfg) / 20)  # ramped up again ...
     assert warmup_cosine(19, later) == pytest.approx(warmup_cosine(69, cfg))  # ... on the same position
     assert warmup_cosine(25, later) == pytest.approx(warmup_cosine(75, cfg))
+
+
+def test_bench_step_times_a_training_step(capsys):
+    assert bench_step.main(["--config", "tiny", "--seconds", "4", "--steps", "1", "--warmup", "0", "--threads", "1"]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("tiny") and float(line.split(" s/step")[0].split()[-1]) > 0
