@@ -111,6 +111,19 @@ def test_a_boost_favours_a_lexicon_word_and_a_broken_phrase_keeps_no_bonus(toy_l
     assert phrase.text(phrase.decode(logprobs)) == "THE CAT RAN"
 
 
+def test_an_empty_list_decodes_exactly_as_no_list(toy_lm: WordLM) -> None:
+    """The biasing LM goes through its own states; it must merge exactly the hypotheses the plain search
+    merges, so on noisy frames (many rival word histories) an empty list changes no token."""
+    rng = np.random.default_rng(0)
+    plain = Decoder(CHAR, toy_lm)
+    empty = plain.with_hotwords([])
+    assert empty.biasing is not None
+    for _ in range(10):
+        scores = rng.normal(size=(60, len(CHAR.units()))) * 2.0
+        logprobs = (scores - np.logaddexp.reduce(scores, axis=1, keepdims=True)).astype(np.float32)
+        assert empty.decode(logprobs) == plain.decode(logprobs)
+
+
 def test_searches_stream_the_same_with_hotwords(toy_lm: WordLM) -> None:
     logprobs = spoken("THE ZORBLAX SAT", {"4": {"Z": 0.45, "C": 0.4}})
     biased = Decoder(CHAR, toy_lm).with_hotwords(parse_hotwords(["zorblax 8"], "x", CHAR))

@@ -84,19 +84,6 @@ def arpa_words(arpa: Path) -> list[str]:
     return [word for _, word in sorted(words)]
 
 
-def arpa_order(arpa: Path) -> int:
-    """The highest n-gram order an ARPA file declares ("ngram N=count" lines of its header)."""
-    order = 1
-    with open(arpa, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("ngram ") and "=" in line:
-                order = max(order, int(line[6:].split("=")[0]))
-            elif line.startswith("\\") and line != "\\data\\":
-                break
-    return order
-
-
 def _log_prob(text: str, arpa: Path, number: int) -> float:
     try:
         return float(text)
@@ -150,7 +137,6 @@ class WordLM:
             self.entries.append(([self.units.get_index(unit) for unit in spelling], index, self.lm.score(start, index)[1]))
         self.trie = self.build_trie([])
         self.unk = self.words.get_index(UNK)
-        self.order = arpa_order(self.path)
         self.biasing = BiasingCache(self)  # hotword lists -> their Biasing (asr.decoding.biasing)
         self.options = LexiconDecoderOptions(
             beam_size=cfg.beam_size, beam_size_token=len(units), beam_threshold=50.0, lm_weight=cfg.lm_weight,

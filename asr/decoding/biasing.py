@@ -8,9 +8,8 @@ A `Biasing` is built once per hotword list (`WordLM.biasing.get(hotwords)`, cach
   word continues a listed phrase, and takes an unfinished phrase's bonus back when the phrase breaks
   off (or the segment ends), so only whole phrases keep their bonus.
 
-States stay mergeable as KenLM's are: a HotwordLM state stands for (the last n-1 words, the position
-in the phrase trie), one state object per such pair, so hypotheses that the n-gram LM cannot tell
-apart still merge in the search.
+A HotwordLM state stands for a whole word history, as flashlight's KenLM states do, so the search
+merges the same hypotheses with a list as without one (an empty list changes nothing).
 """
 from __future__ import annotations
 
@@ -46,7 +45,7 @@ class Biasing:
     """One hotword list, compiled for one `WordLM`: its trie, its phrase trie and its word labels."""
 
     def __init__(self, lm: "WordLM", hotwords: list[Hotword]):
-        self.ken, self.unk, self.order = lm.lm, lm.unk, lm.order
+        self.ken, self.unk = lm.lm, lm.unk
         if lm.cfg.lm_weight <= 0:
             raise ValueError("hotwords need a word LM weight > 0 (--lm-weight)")
         self.scale = 1.0 / (lm.cfg.lm_weight * math.log(10))  # search score (ln) -> the LM's log10, pre-weight
@@ -97,38 +96,41 @@ class Biasing:
 
 
 class HotwordLM(LM):
-    """The KenLM model plus the hotword bonuses, for one segment's search (its states live as long as it)."""
+    """The KenLM model plus the hotword bonuses, for one segment's search (its states live as long as it).
+
+    Like flashlight's own KenLM wrapper, a state is the child of the state before it for one label, so a
+    state stands for a whole word history and the search merges exactly the hypotheses it merges
+    without a list: an empty list decodes exactly as no list."""
 
     def __init__(self, biasing: Biasing):
         LM.__init__(self)
         self.b = biasing
         self.root = LMState()
-        self.keys: dict[tuple, LMState] = {}
-        self.info: dict[LMState, tuple] = {}  # state -> (KenLM state, last n-1 labels, phrase node)
+        self.keys: dict[tuple[int, int], LMState] = {}  # (parent's number, label) -> state
+        self.info: dict[LMState, tuple] = {}  # state -> (KenLM state, phrase node, its number)
 
-    def _state(self, ken_state, context: tuple[int, ...], node: PhraseNode) -> LMState:
-        context = context[max(0, len(context) - (self.b.order - 1)):] if self.b.order > 1 else ()
-        key = (context, id(node))
-        state = self.keys.get(key)
+    def _state(self, parent: int, label: int, ken_state, node: PhraseNode) -> LMState:
+        state = self.keys.get((parent, label))
         if state is None:
-            state = self.root.child(len(self.keys))
-            self.keys[key] = state
-            self.info[state] = (ken_state, context, node)
+            number = len(self.keys)
+            state = self.root.child(number)
+            self.keys[(parent, label)] = state
+            self.info[state] = (ken_state, node, number)
         return state
 
     def start(self, start_with_nothing: bool) -> LMState:
-        return self._state(self.b.ken.start(start_with_nothing), ("<s>",), self.b.root)
+        return self._state(-1, int(start_with_nothing), self.b.ken.start(start_with_nothing), self.b.root)
 
     def score(self, state: LMState, label: int) -> tuple[LMState, float]:
-        ken_state, context, node = self.info[state]
+        ken_state, node, number = self.info[state]
         ken_state, score = self.b.ken.score(ken_state, label if label < self.b.base else self.b.unk)
         bonus, node = self.b.step(node, label)
-        return self._state(ken_state, context + (label,), node), score + bonus * self.b.scale
+        return self._state(number, label, ken_state, node), score + bonus * self.b.scale
 
     def finish(self, state: LMState) -> tuple[LMState, float]:
-        ken_state, context, node = self.info[state]
+        ken_state, node, number = self.info[state]
         ken_state, score = self.b.ken.finish(ken_state)
-        return self._state(ken_state, context + ("</s>",), self.b.root), score - node.pending * self.b.scale
+        return self._state(number, -1, ken_state, self.b.root), score - node.pending * self.b.scale
 
 
 class BiasingCache:
