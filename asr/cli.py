@@ -86,6 +86,8 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
                         help="beam search with the bundled word LM (the default with the bundled model)")
     parser.add_argument("--lm", help="beam search with this ARPA word LM (python -m asr.tools.lm) instead")
     parser.add_argument("--beam-size", type=positive_int, default=defaults.beam_size, help="beam width (with an LM)")
+    parser.add_argument("--beam-threshold", type=float, default=defaults.beam_threshold,
+                        help="prune hypotheses this far below the best (with an LM)")
     parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with an LM)")
     parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with an LM)")
     parser.add_argument("--lexicon-words", type=positive_int, default=defaults.lexicon_words,
@@ -134,7 +136,8 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
         lm = None
     else:
         lm = Path(args.lm) if args.lm else "bundled"
-    cfg = BeamConfig(args.beam_size, args.lm_weight, args.word_score, getattr(args, "lexicon_words", BeamConfig().lexicon_words))
+    cfg = BeamConfig(args.beam_size, args.lm_weight, args.word_score,
+                     getattr(args, "lexicon_words", BeamConfig().lexicon_words), args.beam_threshold)
     hotwords = getattr(args, "hotwords", None)
     if hotwords and lm is None:
         raise ValueError("--hotwords needs the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")

@@ -82,24 +82,12 @@ class Recognizer:
         return self.step_many([samples], [state])[0]
 
     def step_many(self, chunks: list[np.ndarray], states: list[StreamState]) -> list[tuple[np.ndarray, StreamState]]:
-        """`step` for several independent streams at once: streams whose chunks give the same number
-        of feature frames and whose states have the same shapes (`batch_key`) go through the model as
-        one batch (a row each). The results equal calling `step` on each stream alone."""
+        """`step` for several independent streams at once, their model steps in one backend call
+        (`AcousticModel.step_many`). The results equal calling `step` on each stream alone."""
         feats, pendings = zip(*(stream_fbank(self.fbank, c, s.pending) for c, s in zip(chunks, states)))
-        results: list[tuple[np.ndarray, StreamState] | None] = [None] * len(chunks)
-        groups: dict[tuple, list[int]] = {}
-        for i, (f, s) in enumerate(zip(feats, states)):
-            groups.setdefault((f.shape[0], self.model.batch_key(s.model)), []).append(i)
-        for rows in groups.values():
-            batch = np.stack([feats[i] for i in rows])  # (B, T, F)
-            model_state = (states[rows[0]].model if len(rows) == 1
-                           else self.model.stack_states([states[i].model for i in rows]))
-            logprobs, model_state = self.model.step(batch, model_state)
-            row_states = [model_state] if len(rows) == 1 else self.model.split_states(model_state)
-            for j, i in enumerate(rows):
-                results[i] = (logprobs[j], replace(states[i], pending=pendings[i], model=row_states[j],
-                                                   frames=states[i].frames + logprobs.shape[1]))
-        return results
+        stepped = self.model.step_many(list(feats), [s.model for s in states])
+        return [(logprobs, replace(s, pending=pending, model=model_state, frames=s.frames + logprobs.shape[0]))
+                for (logprobs, model_state), s, pending in zip(stepped, states, pendings)]
 
     def finish(self, state: StreamState) -> tuple[np.ndarray, StreamState]:
         """End of input: `step` over the tail of silence. Returns its log-probs (T', V) and the last state.

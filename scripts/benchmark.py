@@ -15,6 +15,7 @@ import datetime
 import json
 import os
 import shlex
+import subprocess
 import sys
 import tempfile
 import time
@@ -170,7 +171,6 @@ def _body(markdown: str) -> str:
 
 
 def memory_runs(args: argparse.Namespace) -> list[dict]:
-    import subprocess
     rows = []
     for minutes in args.memory_minutes:
         cmd = [sys.executable, str(ROOT / "scripts" / "bench" / "memory.py"), "--minutes", str(minutes),
@@ -281,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     first = results["sets"][0]
     results["default_preset_wer"] = {"set": first["name"], "wer": first["streaming"]["wer"]}
     if not args.smoke:  # deployment, serving and load: each measured by its own script, OUT/<name>.md + .json
-        from bench import load as load_bench, onnx as onnx_bench, serve as serve_bench
+        from bench import (hotwords as hotwords_bench, load as load_bench, onnx as onnx_bench,
+                           restorer as restorer_bench, serve as serve_bench)
         log("onnx: torch vs ONNX fp32 vs ONNX int8")
         results["onnx"] = onnx_bench.run(limit=args.limit, out=args.out)
         log("serve: concurrent real-time streams")
@@ -290,9 +291,17 @@ def main(argv: list[str] | None = None) -> int:
         log("transcription under CPU load")
         load_bench.main(["--out", str(args.out)])
         results["load"] = json.loads((args.out / "load.json").read_text())
+        log("restorer: casing and punctuation of held-out sentences")
+        held = ROOT / "data" / "restorer" / "held.txt"
+        if not held.exists():
+            subprocess.run([sys.executable, str(ROOT / "recipes" / "restorer" / "prepare.py")], check=True)
+        restorer_bench.main(["--text", str(held), "--out", str(args.out)])
+        log("hotwords: recall of listed names, and what a list costs on dev")
+        hotwords_bench.main(["--out", str(args.out)])
         results["sections"] = [(title, _body((args.out / f"{name}.md").read_text())) for title, name in
                                (("7. Torch, ONNX fp32 and ONNX int8", "onnx"), ("8. The streaming server", "serve"),
-                                ("9. Transcription under CPU load", "load"))]
+                                ("9. Transcription under CPU load", "load"), ("10. Casing and punctuation", "restorer"),
+                                ("11. Hotwords", "hotwords"))]
     results["targets"] = targets(results)
     results["meta"] = {"command": "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
                        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),

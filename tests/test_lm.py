@@ -168,7 +168,7 @@ def test_cli_decoder_choice(tmp_path: Path) -> None:
     arpa = tmp_path / "lm.arpa"
     arpa.write_text(build_arpa(CORPUS))
     recognizer = SimpleNamespace(tokenizer=Tokenizer("char"))
-    options = dict(beam_size=8, lm_weight=1.0, word_score=0.0, onnx_dir=None)
+    options = dict(beam_size=8, beam_threshold=15.0, lm_weight=1.0, word_score=0.0, onnx_dir=None)
 
     def kind(**flags) -> str:
         return cli.load_decoder(SimpleNamespace(**{"greedy": False, "beam": False, "lm": None, **options, **flags}),

@@ -121,24 +121,32 @@ def test_same_audio_same_output_after_an_hour_of_other_audio():
 
 
 def test_step_many_batches_staggered_streams_exactly(model_path) -> None:
-    """Streams that started at different times (different leftover frames, different empty cache slots)
-    share model calls when their shapes allow, and each gets exactly what `step` gives it alone."""
+    """Streams that started at different times and send chunks of different lengths (different leftover
+    frames, new frames and empty cache slots) go through the model in one call a pass, and each gets
+    what `step` gives it alone."""
     from asr.recognizer import Recognizer
 
     recognizer = Recognizer.load(model_path)
     calls = []
-    step = recognizer.model.step
-    recognizer.model.step = lambda feats, state: calls.append(feats.shape[0]) or step(feats, state)
+    step_many = recognizer.model.step_many
+    recognizer.model.step_many = lambda feats, states: calls.append(len(feats)) or step_many(feats, states)
     rng = np.random.default_rng(0)
     waves = [(0.1 * rng.standard_normal(8000 * 12)).astype(np.float32) for _ in range(6)]
     alone = [recognizer.initial_state() for _ in waves]
     together = [recognizer.initial_state() for _ in waves]
+    sent = [0] * len(waves)
     for tick in range(12):
-        live = [i for i in range(len(waves)) if tick >= i]  # stream i starts at chunk i
-        chunks = [waves[i][(tick - i) * 8000:(tick - i + 1) * 8000] for i in live]
+        live = [i for i in range(len(waves)) if tick >= i]  # stream i starts at pass i
+        sizes = [int(rng.choice([8000, 8000, 1600, 320, 100, 0])) for _ in live]  # 100, 0: no new frame
+        chunks = [waves[i][sent[i]:sent[i] + n] for i, n in zip(live, sizes)]
+        calls.clear()
         batched = recognizer.step_many(chunks, [together[i] for i in live])
+        assert calls == [len(live)]
         for i, chunk, (logprobs, state) in zip(live, chunks, batched):
+            sent[i] += chunk.size
+            recognizer.model.step_many = step_many  # the reference: each stream alone (`Encoder.step`)
             expected, alone[i] = recognizer.step(chunk, alone[i])
+            recognizer.model.step_many = lambda feats, states: calls.append(len(feats)) or step_many(feats, states)
             together[i] = state
+            assert logprobs.shape == expected.shape
             np.testing.assert_allclose(logprobs, expected, atol=1e-5)
-    assert max(calls) >= 3  # streams at the same phase shared a call

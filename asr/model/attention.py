@@ -34,6 +34,13 @@ def sliding_window_mask(num_queries: int, num_keys: int, window: int | None, inv
     return allowed
 
 
+def last_frames(seq: Tensor, ends: Tensor, count: int) -> Tensor:
+    """seq (B, C, L + T, ...) holding `count` = L frames of cache then T new ones, of which row b's
+    first ends[b] are real -> (B, C, count, ...): each row's last `count` frames up to its real end."""
+    windows = seq.unfold(2, count, 1)  # (B, C, T + 1, ..., count): every run of `count` frames, a view
+    return windows[torch.arange(seq.shape[0]), :, ends].movedim(-1, 2)  # row b's run starting at ends[b]
+
+
 class SelfAttention(nn.Module):
     """Sliding-window causal multi-head self-attention with a relative-distance bias."""
 
@@ -50,12 +57,14 @@ class SelfAttention(nn.Module):
         """Frames of keys/values carried to the next chunk (None: unbounded, full attention)."""
         return None if self.window is None else self.window - 1
 
-    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: Tensor,
+                ends: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """x (B, T, D); k_cache, v_cache (B, H, L, D/H) from earlier frames; invalid (B,): how many of
-        each row's leading cache slots are still empty (rows are independent streams).
+        each row's leading cache slots are still empty (rows are independent streams); ends (B,), if
+        given: each row's real frames, the rest of its T being padding (streaming, L = W-1 only).
 
         Returns the output (B, T, D) and the new caches (B, H, L', D/H): the last W-1 frames' keys
-        and values (all of them for full attention).
+        and values (all of them for full attention), of each row's real frames.
         """
         B, T, D = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, D // self.n_heads).permute(2, 0, 3, 1, 4)  # 3x (B, H, T, D/H)
@@ -65,6 +74,8 @@ class SelfAttention(nn.Module):
         bias = self.relative_bias(T, k.shape[2], x.device).masked_fill(~allowed[:, None], float("-inf"))  # (B, H, T, L + T)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))  # no attention dropout: costly on CPU
         y = self.out(y.transpose(1, 2).reshape(B, T, D))
+        if ends is not None:
+            return y, last_frames(k, ends, self.cache_size), last_frames(v, ends, self.cache_size)
         if self.cache_size is not None:
             keep = k.shape[2] - self.cache_size
             k, v = k[:, :, max(keep, 0):], v[:, :, max(keep, 0):]

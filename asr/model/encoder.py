@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from asr.model.attention import SelfAttention
+from asr.model.attention import SelfAttention, last_frames
 from asr.model.config import EncoderConfig
 
 
@@ -103,13 +103,15 @@ class CausalConv(nn.Module):
         self.depthwise = nn.Conv1d(d_model, d_model, kernel, groups=d_model)
         self.out = nn.Linear(d_model, d_model)
 
-    def forward(self, x: Tensor, cache: Tensor) -> tuple[Tensor, Tensor]:
-        """x (B, T, D), cache (B, D, kernel-1) -> (B, T, D) and the next cache."""
+    def forward(self, x: Tensor, cache: Tensor, ends: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """x (B, T, D), cache (B, D, kernel-1) -> (B, T, D) and the next cache; `ends` (B,): each row's
+        real frames (the rest padding), if given."""
         if x.shape[1] == 0:
             return x, cache
         y = torch.cat([cache, F.glu(self.gate(self.norm(x)), dim=-1).transpose(1, 2)], dim=2)  # (B, D, K-1+T)
         out = self.depthwise(y).transpose(1, 2)  # (B, T, D)
-        return self.out(F.silu(out)), y[:, :, y.shape[2] - cache.shape[2]:]
+        next_cache = y[:, :, y.shape[2] - cache.shape[2]:] if ends is None else last_frames(y, ends, cache.shape[2])
+        return self.out(F.silu(out)), next_cache
 
 
 class Block(nn.Module):
@@ -125,12 +127,12 @@ class Block(nn.Module):
                                 nn.Dropout(cfg.dropout), nn.Linear(cfg.ff_mult * cfg.d_model, cfg.d_model))
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: Tensor,
-                conv_cache: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        y, k_cache, v_cache = self.attn(self.attn_norm(x), k_cache, v_cache, invalid)
+    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: Tensor, conv_cache: Tensor | None,
+                ends: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        y, k_cache, v_cache = self.attn(self.attn_norm(x), k_cache, v_cache, invalid, ends)
         x = x + self.drop(y)
         if self.conv is not None:
-            y, conv_cache = self.conv(x, conv_cache)
+            y, conv_cache = self.conv(x, conv_cache, ends)
             x = x + self.drop(y)
         x = x + self.drop(self.ff(self.ff_norm(x)))
         return x, k_cache, v_cache, conv_cache
@@ -178,19 +180,49 @@ class Encoder(nn.Module):
         """One chunk of any length: log-mel (B, C, F) -> new CTC log-probs (B, C', V) and the next state."""
         frames = torch.cat([state.frames, self.cmvn(feats)], dim=1)
         x = self.subsampling(frames)  # (B, C', D)
-        consumed = x.shape[1] * self.subsampling.stride
+        logprobs, state = self._blocks(x, state)
+        return logprobs, replace(state, frames=frames[:, x.shape[1] * self.subsampling.stride:])
+
+    def step_rows(self, feats: list[Tensor], states: list[EncoderState]) -> list[tuple[Tensor, EncoderState]]:
+        """Independent streams in one pass, each with a chunk of its own length: log-mel (1, C_i, F) and
+        a batch-1 state per stream -> (log-probs (1, C_i', V), next state) per stream, equal to `step`
+        on each alone (to float rounding). The subsampling runs per stream; the blocks run once, on
+        the streams' new frames padded at the end to the longest (padding never reaches a real frame:
+        attention and convolution are causal). Streaming states only (caches of W-1 slots)."""
+        if self.cfg.window is None:
+            raise ValueError("step_rows needs sliding-window attention (fixed-size caches)")
+        stride, rows = self.subsampling.stride, []
+        for f, s in zip(feats, states):
+            frames = torch.cat([s.frames, self.cmvn(f)], dim=1)
+            x = self.subsampling(frames)[0]  # (C_i', D)
+            rows.append((x, frames[:, x.shape[0] * stride:]))
+        ends = torch.tensor([x.shape[0] for x, _ in rows])
+        x = torch.nn.utils.rnn.pad_sequence([x for x, _ in rows], batch_first=True)  # (B, max C', D)
+        joined = EncoderState(frames=states[0].frames, invalid=torch.cat([s.invalid for s in states]),
+                              keys=[torch.cat(layer) for layer in zip(*(s.keys for s in states))],
+                              values=[torch.cat(layer) for layer in zip(*(s.values for s in states))],
+                              convs=[torch.cat(layer) for layer in zip(*(s.convs for s in states))])
+        logprobs, joined = self._blocks(x, joined, ends)
+        return [(logprobs[i:i + 1, :ends[i]],
+                 EncoderState(frames=left, invalid=joined.invalid[i:i + 1],
+                              keys=[k[i:i + 1] for k in joined.keys], values=[v[i:i + 1] for v in joined.values],
+                              convs=[c[i:i + 1] for c in joined.convs]))
+                for i, (_, left) in enumerate(rows)]
+
+    def _blocks(self, x: Tensor, state: EncoderState, ends: Tensor | None = None) -> tuple[Tensor, EncoderState]:
+        """Subsampled frames (B, C', D) through the blocks and the CTC head -> log-probs (B, C', V) and the
+        state with new caches (`ends` (B,): each row's real frames, when rows are padded)."""
         keys, values, convs = [], [], []
         conv_caches = state.convs or [None] * len(self.blocks)
         for block, k_cache, v_cache, conv_cache in zip(self.blocks, state.keys, state.values, conv_caches):
-            x, k_cache, v_cache, conv_cache = block(x, k_cache, v_cache, state.invalid, conv_cache)
+            x, k_cache, v_cache, conv_cache = block(x, k_cache, v_cache, state.invalid, conv_cache, ends)
             keys.append(k_cache)
             values.append(v_cache)
             if conv_cache is not None:
                 convs.append(conv_cache)
         logprobs = self.ctc(self.norm(x)).log_softmax(dim=-1)
-        new_state = replace(state, frames=frames[:, consumed:], keys=keys, values=values, convs=convs,
-                            invalid=(state.invalid - x.shape[1]).clamp(min=0))
-        return logprobs, new_state
+        used = x.shape[1] if ends is None else ends
+        return logprobs, replace(state, keys=keys, values=values, convs=convs, invalid=(state.invalid - used).clamp(min=0))
 
     def stream(self, feats: Tensor, chunk_frames: int) -> Tensor:
         """Whole utterances through `step` in chunks: time and memory linear in T. (B, T, F) -> (B, T // S, V)."""

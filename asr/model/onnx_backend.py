@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asr.model.backend import ModelError
+from asr.model.backend import ModelError, grouped_step_many
 from asr.model.config import EncoderConfig
 from asr.pretrained import bundled
 from asr.tokenizer import Tokenizer
@@ -60,6 +60,10 @@ class OnnxModel:
             return np.zeros((batch, 0, self.cfg.vocab_size), dtype=np.float32), {**state, "frames": frames}
         results = self.session.run(self.outputs, {"feats": feats, **state})
         return results[0], dict(zip(self.names, results[1:]))
+
+    def step_many(self, feats: list[np.ndarray], states: list[OnnxState]) -> list[tuple[np.ndarray, OnnxState]]:
+        """Independent streams in one call, one graph run per group of equal shapes."""
+        return grouped_step_many(self, feats, states)
 
     def batch_key(self, state: OnnxState) -> tuple:
         """The shapes that rows of one batch share (the leftover frames' count above all)."""

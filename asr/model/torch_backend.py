@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from asr.model.backend import grouped_step_many
 from asr.model.encoder import Encoder, EncoderState
 from asr.model.loader import load_model
 from asr.tokenizer import Tokenizer
@@ -26,6 +27,15 @@ class TorchModel:
     def step(self, feats: np.ndarray, state: EncoderState) -> tuple[np.ndarray, EncoderState]:
         logprobs, state = self.encoder.step(torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32)), state)
         return logprobs.numpy(), state
+
+    @torch.inference_mode()
+    def step_many(self, feats: list[np.ndarray], states: list[EncoderState]) -> list[tuple[np.ndarray, EncoderState]]:
+        """Independent streams in one call: their new frames padded into one batch (`Encoder.step_rows`)."""
+        if self.cfg.window is None or len(feats) == 1:  # full attention: caches differ in length
+            return grouped_step_many(self, feats, states)
+        rows = self.encoder.step_rows([torch.from_numpy(np.ascontiguousarray(f, dtype=np.float32))[None] for f in feats],
+                                      states)
+        return [(logprobs[0].numpy(), state) for logprobs, state in rows]
 
     def batch_key(self, state: EncoderState) -> tuple:
         """The shapes that rows of one batch share: leftover frames and (full attention) cache length."""

@@ -6,8 +6,11 @@ accuracy is the share of words whose case class is right.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
+
+import numpy as np
 
 from asr.restore.labels import MARKS, Labelled, baseline
 
@@ -70,3 +73,14 @@ def score_baseline(sentences: Iterable[Labelled]) -> RestoreScore:
 def format_summary(name: str, summary: dict[str, float]) -> str:
     """One line: `name: period_f1=.. comma_f1=.. question_f1=.. exclaim_f1=.. case_accuracy=.. sentences=N`."""
     return f"{name}: " + " ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items())
+
+
+def time_restore(restore: Callable[[str], str], sentences: Iterable[Labelled]) -> dict[str, float]:
+    """Median and p95 milliseconds of `restore` (a Restorer's) on each sentence's plain words."""
+    times = []
+    for item in sentences:
+        text = " ".join(item.words)
+        began = time.perf_counter()
+        restore(text)
+        times.append((time.perf_counter() - began) * 1000)
+    return {"median": round(float(np.median(times)), 3), "p95": round(float(np.percentile(times, 95)), 3)}

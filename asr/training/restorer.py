@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import hydra
 import lightning as L
-import numpy as np
 import torch
 import torch.nn.functional as F
 from hydra.core.config_store import ConfigStore
@@ -26,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
 from asr.restore.labels import Labelled
-from asr.restore.metrics import RestoreScore, format_summary, score_baseline, score_restorer
+from asr.restore.metrics import RestoreScore, format_summary, score_baseline, score_restorer, time_restore
 from asr.restore.model import RestorerConfig, RestorerNet, export_onnx, save_restorer
 from asr.restore.restorer import load_restorer
 from asr.training.config import OptimConfig, TrainerConfig
@@ -140,23 +138,11 @@ def export_run(run_dir: Path, net: RestorerNet, vocab: list[str], valid: list[La
     info = {"held_out": model, "baseline": baseline, "parameters": sum(p.numel() for p in net.parameters())}
     save_restorer(run_dir / "restorer.safetensors", net, vocab, info)
     export_onnx(net, vocab, run_dir / "restorer.onnx", info)
-    info["ms_per_sentence_onnx_1_thread"] = time_onnx(run_dir / "restorer.onnx", valid)
+    info["ms_per_sentence_onnx_1_thread"] = time_restore(load_restorer("onnx", run_dir / "restorer.onnx").restore, valid)
     (run_dir / "metrics.json").write_text(json.dumps(info, indent=1) + "\n")
     print(format_summary("restorer", model))
     print(format_summary("baseline", baseline))
     return run_dir / "restorer.safetensors"
-
-
-def time_onnx(path: Path, sentences: list[Labelled]) -> dict[str, float]:
-    """Median and p95 milliseconds of the exported graph restoring one sentence (onnxruntime, 1 thread)."""
-    restorer = load_restorer("onnx", path, threads=1)
-    times = []
-    for item in sentences:
-        text = " ".join(item.words)
-        began = time.perf_counter()
-        restorer.restore(text)
-        times.append((time.perf_counter() - began) * 1000)
-    return {"median": round(float(np.median(times)), 3), "p95": round(float(np.percentile(times, 95)), 3)}
 
 
 @hydra.main(config_path="../../conf", config_name="train_restorer", version_base="1.3")
