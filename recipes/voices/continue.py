@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from asr.training import carry  # noqa: E402
 
 ENGINES_BASE = ["espeak", "flite", "festival", "hibari", "piper"]
+PHASES = ["data", "train", "export", "score"]
 BLEND_SEED_BASE = 20261125  # engines.KOKORO_EN_BLEND_SEED: period p's blends use this + p
 
 
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-data", action="store_true", help="use the corpora already on disk (tests)")
     p.add_argument("--score-limit", type=int, default=0, help="score on each set's first N utterances only (tests)")
     p.add_argument("--dry-run", action="store_true", help="say where the run stands and what comes next")
+    p.add_argument("--stop-after", choices=PHASES, help="end after this phase (e.g. data: render now, train later)")
     p.add_argument("--score-default", action="store_true",
                    help="only score the shipped model on the progress row's sets (the reference lines), then exit")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for the training step (after --)")
@@ -147,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     def phase(name: str, action) -> None:
         if name in period["timings"]:
             return
+        if a.stop_after and PHASES.index(name) > PHASES.index(a.stop_after):
+            print(f"continue: stopped after {a.stop_after}; the same command without --stop-after goes on",
+                  flush=True)
+            sys.exit(0)
         start = time.monotonic()
         action()
         period["timings"][name] = round((time.monotonic() - start) / 60, 1)
