@@ -6,8 +6,10 @@ the trailing silence. So between boundaries, once the open segment has decoded s
 already received is stepped as soon as it reaches the point where the endpoint may fire
 (`Segmenter.due`, in samples by `Recognizer.samples_for_frames`), rounded up to a 20 ms grid (fewer
 distinct step lengths for the server's batches), unless that is within 100 ms of the chunk's end
-anyway. Such an early step emits the finals it closes and no partial; if speech goes on it closes
-nothing, and the boundary's step brings the partial as before. The model's output does not depend on
+anyway, and only if the last 200 ms before that point are quiet (no 20 ms frame louder than a tenth,
+-20 dB, of the loudest frame stepped so far): while speech goes on, the endpoint cannot fire there and
+the step would be spent for nothing. Such an early step emits the finals it closes and no partial; if
+it closes nothing, the boundary's step brings the partial as before. The model's output does not depend on
 how a stream is cut into steps (to float rounding), nor do the endpoints (decided frame by frame), so
 the results are those of whole chunks: finals only come sooner. The plan is a function of the audio
 alone, not of how it arrives, so `asr.stream --file` and the server give the same events.
@@ -18,6 +20,8 @@ import numpy as np
 
 GRID = 320  # samples at 16 kHz: early steps end on a 20 ms grid (fewer distinct step lengths to batch)
 GAIN = 1600  # an early step is taken only if it comes more than 100 ms before the chunk's end
+LISTEN = 3200  # ... and the 200 ms before it are quiet:
+QUIET = 0.1  # every 20 ms frame's RMS at most this share of the loudest frame's stepped so far
 
 
 class Stepper:
@@ -34,6 +38,7 @@ class Stepper:
         self.stepped = 0  # samples handed out by `next`
         self.boundaries: list[int] = []  # positions (samples) where a step with a partial ends, ascending
         self.partial_at = 0  # where the last step with a partial ended
+        self.loudest = 0.0  # RMS of the loudest GRID frame of the audio stepped so far
 
     def push(self, samples: np.ndarray, boundary: bool = False) -> None:
         """More audio; `boundary` (with `marked`): a chunk ends with it."""
@@ -63,13 +68,21 @@ class Stepper:
         if due is not None:
             early = -(-due // self.grid) * self.grid
             nominal = (self.stepped // self.chunk + 1) * self.chunk
-            if self.stepped < early <= self.received and early < nominal - self.gain and (cut is None or early < cut):
+            if (self.stepped < early <= self.received and early < nominal - self.gain and (cut is None or early < cut)
+                    and self._quiet(early)):
                 return self._take(early), False
         if cut is None:
             return None
         self.boundaries.pop(0)
         self.partial_at = cut
         return self._take(cut), True
+
+    def _quiet(self, upto: int) -> bool:
+        """Whether the LISTEN samples before `upto` (those not yet stepped) are quiet next to the loudest
+        audio stepped so far. A function of the audio alone, as the plan must be."""
+        start = max(self.stepped, upto - LISTEN)
+        audio = np.concatenate(self.pieces)[start - self.stepped:upto - self.stepped] if self.pieces else np.zeros(0)
+        return frame_rms(audio).max(initial=0.0) <= QUIET * self.loudest
 
     def _take(self, upto: int) -> np.ndarray:
         """The samples from the last step's end to `upto`."""
@@ -78,4 +91,14 @@ class Stepper:
         taken, rest = audio[:count], audio[count:]
         self.pieces = [rest] if rest.size else []
         self.stepped = upto
+        self.loudest = max(self.loudest, frame_rms(taken).max(initial=0.0))
         return taken
+
+
+def frame_rms(audio: np.ndarray) -> np.ndarray:
+    """RMS of each GRID-sample frame of `audio` (the last, shorter one included)."""
+    if audio.size == 0:
+        return np.zeros(0)
+    padded = np.zeros(-(-audio.size // GRID) * GRID, np.float64)
+    padded[:audio.size] = audio
+    return np.sqrt((padded.reshape(-1, GRID) ** 2).mean(axis=1))

@@ -95,6 +95,32 @@ def test_batched_streams_equal_each_stream_alone(default_export):
     np.testing.assert_array_equal(rows[2]["invalid"], [0])
 
 
+def test_streams_of_different_lengths_share_one_graph_run(default_export):
+    """step_many pads the streams' frames into one run of the graph, and each stream gets what the torch
+    model gives it alone, whatever its chunk lengths (whole chunks, early steps, too short for a frame)."""
+    torch_model, folder = default_export
+    onnx_model, _, _ = load_onnx(folder)
+    runs = []
+    session_run = onnx_model.session.run
+    onnx_model.session.run = lambda *args: runs.append(1) or session_run(*args)
+    feats = speechlike_feats(torch_model, 600, batch=5, seed=4)
+    rng = np.random.default_rng(4)
+    onnx_states = [onnx_model.initial_state() for _ in range(5)]
+    torch_states = [torch_model.initial_state() for _ in range(5)]
+    used = [0] * 5
+    for _ in range(10):
+        sizes = [int(rng.choice([50, 50, 16, 3, 0])) for _ in range(5)]
+        chunks = [feats[i, used[i]:used[i] + n] for i, n in enumerate(sizes)]
+        runs.clear()
+        together = onnx_model.step_many(chunks, onnx_states)
+        assert len(runs) == (1 if any(len(r[0]) for r in together) else 0)
+        for i, (chunk, (logprobs, state)) in enumerate(zip(chunks, together)):
+            expected, torch_states[i] = torch_model.step(chunk[None], torch_states[i])
+            assert logprobs.shape == expected[0].shape
+            np.testing.assert_allclose(logprobs, expected[0], atol=1e-4, rtol=0)
+            onnx_states[i], used[i] = state, used[i] + len(chunk)
+
+
 def test_int8_stays_close_to_fp32(default_export):
     torch_model, folder = default_export
     fp32, _, _ = load_onnx(folder)

@@ -87,3 +87,21 @@ def test_the_model_and_the_beam_search_give_the_same_events_sooner() -> None:
     wave = np.concatenate([a, gap, b, gap, b[:SAMPLE_RATE], gap])
     times = compare(run(recognizer, wave, decoder), run(recognizer, wave, decoder, early=False))
     assert len(times) >= 3 and any(early < late for early, late in times)
+
+
+@pytest.mark.parametrize("after, early", [(0.0, True), (1e-3, True), (0.5, False)])
+def test_an_early_step_waits_for_quiet(after: float, early: bool) -> None:
+    """After 500 ms of speech, a final due 40 ms into the next chunk is stepped early only if the audio
+    before that point is quiet next to the speech (silence, faint noise); while speech goes on it
+    waits for the chunk's end."""
+    rng = np.random.default_rng(0)
+    speech = (0.3 * rng.standard_normal(8000)).astype(np.float32)
+    stepper = Stepper(8000)
+    stepper.push(speech)
+    assert stepper.next(None)[1] is True  # the first chunk, with its partial
+    stepper.push((after * rng.standard_normal(4000)).astype(np.float32))
+    step = stepper.next(8000 + 2 * GRID)
+    if early:
+        assert step is not None and step[1] is False and stepper.stepped == 8000 + 2 * GRID
+    else:
+        assert step is None and stepper.stepped == 8000

@@ -10,10 +10,10 @@ small object with an explicit streaming state:
 `step` takes raw log-mel frames (the model applies its own CMVN) of any count T, including 0,
 and returns the log-probs of the encoder frames they complete. Feeding a stream in chunks of any
 size gives the log-probs of one call over the whole stream (to float rounding). The state is
-opaque to callers. `step_many` steps independent streams together: the torch backend pads their
-new frames into one batch, the onnx backend stacks the streams whose chunks and states have the same
-shapes (`batch_key`, `stack_states` / `split_states`; every row keeps its own caches and its own count
-of empty cache slots).
+opaque to callers. `step_many` steps independent streams together, whatever their chunk lengths:
+both backends pad their frames into one batch (`Encoder.step_padded`; every row keeps its own caches
+and its own count of empty cache slots). `stack_states` / `split_states` join streams whose states have
+the same shapes (`batch_key`) into one batched state and take them apart again.
 """
 from __future__ import annotations
 
@@ -54,24 +54,6 @@ class AcousticModel(Protocol):
 
     def split_states(self, state: Any) -> list[Any]:
         """A batched state -> one batch-1 state per row."""
-
-
-def grouped_step_many(model: AcousticModel, feats: list[np.ndarray],
-                      states: list[Any]) -> list[tuple[np.ndarray, Any]]:
-    """`step_many` by stacking the streams whose chunks have as many frames and whose states have the
-    same `batch_key`: one `step` per such group."""
-    results: list[tuple[np.ndarray, Any] | None] = [None] * len(feats)
-    groups: dict[tuple, list[int]] = {}
-    for i, (f, s) in enumerate(zip(feats, states)):
-        groups.setdefault((f.shape[0], model.batch_key(s)), []).append(i)
-    for rows in groups.values():
-        batch = np.stack([feats[i] for i in rows])  # (B, T, F)
-        state = states[rows[0]] if len(rows) == 1 else model.stack_states([states[i] for i in rows])
-        logprobs, state = model.step(batch, state)
-        row_states = [state] if len(rows) == 1 else model.split_states(state)
-        for j, i in enumerate(rows):
-            results[i] = (logprobs[j], row_states[j])
-    return results
 
 
 def default_backend() -> str:

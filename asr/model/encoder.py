@@ -80,6 +80,10 @@ class CausalSubsampling(nn.Module):
     def left_context(self) -> int:
         return self.kernel - self.stride
 
+    def frames_out(self, frames: int) -> int:
+        """Output frames for `frames` input frames (left padding included)."""
+        return (frames - self.kernel) // self.stride + 1 if frames >= self.kernel else 0
+
     def forward(self, frames: Tensor) -> Tensor:
         """(B, T, F), already left-padded by `left_context` -> (B, (T - kernel) // S + 1, D)."""
         if frames.shape[1] < self.kernel:
@@ -184,30 +188,35 @@ class Encoder(nn.Module):
         return logprobs, replace(state, frames=frames[:, x.shape[1] * self.subsampling.stride:])
 
     def step_rows(self, feats: list[Tensor], states: list[EncoderState]) -> list[tuple[Tensor, EncoderState]]:
-        """Independent streams in one pass, each with a chunk of its own length: log-mel (1, C_i, F) and
-        a batch-1 state per stream -> (log-probs (1, C_i', V), next state) per stream, equal to `step`
-        on each alone (to float rounding). The subsampling runs per stream; the blocks run once, on
-        the streams' new frames padded at the end to the longest (padding never reaches a real frame:
-        attention and convolution are causal). Streaming states only (caches of W-1 slots)."""
-        if self.cfg.window is None:
-            raise ValueError("step_rows needs sliding-window attention (fixed-size caches)")
-        stride, rows = self.subsampling.stride, []
-        for f, s in zip(feats, states):
-            frames = torch.cat([s.frames, self.cmvn(f)], dim=1)
-            x = self.subsampling(frames)[0]  # (C_i', D)
-            rows.append((x, frames[:, x.shape[0] * stride:]))
-        ends = torch.tensor([x.shape[0] for x, _ in rows])
-        x = torch.nn.utils.rnn.pad_sequence([x for x, _ in rows], batch_first=True)  # (B, max C', D)
+        """Independent streams in one pass, each with a chunk of its own length: log-mel (1, T_i, F) and
+        a batch-1 state per stream -> (log-probs (1, T_i', V), next state) per stream, equal to `step`
+        on each alone (to float rounding), through one `step_padded`. Streaming states only."""
+        frames = [torch.cat([s.frames[0], self.cmvn(f[0])]) for f, s in zip(feats, states)]  # (P_i + T_i, F)
+        ends = torch.tensor([self.subsampling.frames_out(f.shape[0]) for f in frames])
         joined = EncoderState(frames=states[0].frames, invalid=torch.cat([s.invalid for s in states]),
                               keys=[torch.cat(layer) for layer in zip(*(s.keys for s in states))],
                               values=[torch.cat(layer) for layer in zip(*(s.values for s in states))],
                               convs=[torch.cat(layer) for layer in zip(*(s.convs for s in states))])
-        logprobs, joined = self._blocks(x, joined, ends)
+        logprobs, joined = self.step_padded(torch.nn.utils.rnn.pad_sequence(frames, batch_first=True), ends, joined)
+        stride = self.subsampling.stride
         return [(logprobs[i:i + 1, :ends[i]],
-                 EncoderState(frames=left, invalid=joined.invalid[i:i + 1],
+                 EncoderState(frames=frames[i][None, ends[i] * stride:], invalid=joined.invalid[i:i + 1],
                               keys=[k[i:i + 1] for k in joined.keys], values=[v[i:i + 1] for v in joined.values],
                               convs=[c[i:i + 1] for c in joined.convs]))
-                for i, (_, left) in enumerate(rows)]
+                for i in range(len(frames))]
+
+    def step_padded(self, frames: Tensor, ends: Tensor, state: EncoderState) -> tuple[Tensor, EncoderState]:
+        """Independent streams whose chunks differ in length, as one batch (the ONNX graph's contract).
+        frames (B, S, F): each row's normalised frames (its state's leftover frames, then its new ones),
+        padded at the end; ends (B,): the encoder frames each row's real frames complete
+        (`CausalSubsampling.frames_out`). Returns log-probs (B, C, V), of which row b's first ends[b] are
+        real, and the state with the new caches, each row's cut at its own last real frame (the
+        leftover frames are the caller's: frames[b, ends[b] * S : its length]). Padding never reaches a
+        real frame: the subsampling, attention and convolution are all causal. Streaming states only
+        (caches of W-1 slots)."""
+        if self.cfg.window is None:
+            raise ValueError("padded steps need sliding-window attention (caches of a fixed size)")
+        return self._blocks(self.subsampling(frames), state, ends)
 
     def _blocks(self, x: Tensor, state: EncoderState, ends: Tensor | None = None) -> tuple[Tensor, EncoderState]:
         """Subsampled frames (B, C', D) through the blocks and the CTC head -> log-probs (B, C', V) and the

@@ -2,8 +2,9 @@
 
 The exported folder (read by `asr.model.onnx_backend`):
 
-    encoder.onnx        Encoder.step as a graph: one chunk of log-mel frames and every cache in,
-                        log-probs and the next caches out (the streaming state stays explicit)
+    encoder.onnx        Encoder.step_padded as a graph: a batch of streams' normalised frames (padded
+                        to the longest), the frames each completes and every cache in, log-probs and
+                        the next caches out (the streaming state stays explicit)
     encoder.int8.onnx   (int8=True) the same graph with dynamically quantised weights
     model.json          format, config, CMVN statistics, the subsampling's kernel/stride, the state's
                         tensor names and shapes, the model's info, and the file names below
@@ -26,7 +27,7 @@ from torch import Tensor, nn
 from asr.model.encoder import Encoder, EncoderState
 from asr.tokenizer import Tokenizer
 
-FORMAT = "asr-onnx-v1"
+FORMAT = "asr-onnx-v2"
 OPSET = 17
 FP32_FILE, INT8_FILE = "encoder.onnx", "encoder.int8.onnx"
 
@@ -38,44 +39,45 @@ def state_names(encoder: Encoder) -> list[str]:
     return ["frames", "invalid"] + [f"key_{i}" for i in layers] + [f"value_{i}" for i in layers] + convs
 
 
-class StreamingStep(nn.Module):
-    """`Encoder.step` over flat tensors, as the exporter needs it:
-    (feats (B,T,F), frames (B,P,F), invalid (B,) int64, keys..., values..., convs...)
-    -> (logprobs (B,T',V), frames, invalid, keys..., values..., convs...). Valid when P + T >= the
-    subsampling kernel (T' >= 1); the runtime handles shorter input without the graph."""
+class StreamingRows(nn.Module):
+    """`Encoder.step_padded` over flat tensors, as the exporter needs it:
+    (frames (B,S,F), ends (B,) int64, invalid (B,) int64, keys..., values..., convs...)
+    -> (logprobs (B,C,V), invalid, keys..., values..., convs...). Valid when some row completes an
+    encoder frame (S >= the subsampling kernel); the runtime handles the rest without the graph."""
 
     def __init__(self, encoder: Encoder):
         super().__init__()
         self.encoder = encoder.eval()
         self.layers, self.has_conv = encoder.cfg.n_layers, bool(encoder.cfg.conv_kernel)
 
-    def forward(self, feats: Tensor, frames: Tensor, invalid: Tensor, *caches: Tensor) -> tuple[Tensor, ...]:
+    def forward(self, frames: Tensor, ends: Tensor, invalid: Tensor, *caches: Tensor) -> tuple[Tensor, ...]:
         n = self.layers
-        state = EncoderState(frames=frames, invalid=invalid, keys=list(caches[:n]), values=list(caches[n:2 * n]),
-                             convs=list(caches[2 * n:]) if self.has_conv else [])
-        logprobs, new = self.encoder.step(feats, state)
-        return (logprobs, new.frames, new.invalid, *new.keys, *new.values, *new.convs)
+        state = EncoderState(frames=frames[:, :0], invalid=invalid, keys=list(caches[:n]),
+                             values=list(caches[n:2 * n]), convs=list(caches[2 * n:]) if self.has_conv else [])
+        logprobs, new = self.encoder.step_padded(frames, ends, state)
+        return (logprobs, new.invalid, *new.keys, *new.values, *new.convs)
 
 
-def _example_state(encoder: Encoder, batch: int = 1) -> list[Tensor]:
-    state = encoder.initial_state(batch)
-    return [state.frames, state.invalid, *state.keys, *state.values, *state.convs]
+def _example_inputs(encoder: Encoder) -> list[Tensor]:
+    """Two streams whose rows differ in length (so that nothing about `ends` is traced as a constant)."""
+    sub, generator = encoder.subsampling, torch.Generator().manual_seed(0)
+    frames = torch.randn(2, 3 * sub.kernel, encoder.cfg.n_mels, generator=generator)
+    ends = torch.tensor([sub.frames_out(frames.shape[1]), sub.frames_out(frames.shape[1] - sub.stride)])
+    state = encoder.initial_state(2)
+    return [frames, ends, state.invalid, *state.keys, *state.values, *state.convs]
 
 
 def export_graph(encoder: Encoder, path: str | Path) -> None:
-    """Write `encoder`'s streaming step to `path` (ONNX, opset OPSET, weights inside the file)."""
+    """Write `encoder`'s padded streaming step to `path` (ONNX, opset OPSET, weights inside the file)."""
     if encoder.cfg.window is None:
         raise ValueError("ONNX export needs a sliding attention window (window=None caches grow without bound)")
-    names = state_names(encoder)
-    feats = torch.randn(1, 2 * encoder.subsampling.kernel + 5, encoder.cfg.n_mels,
-                        generator=torch.Generator().manual_seed(0))
-    inputs, outputs = ["feats"] + names, ["logprobs"] + [f"new_{n}" for n in names]
+    caches = state_names(encoder)[2:]
+    inputs, outputs = ["frames", "ends", "invalid", *caches], ["logprobs", "new_invalid"] + [f"new_{n}" for n in caches]
     dynamic = {name: {0: "batch"} for name in inputs + outputs}
-    dynamic["feats"][1], dynamic["logprobs"][1] = "time", "out_time"
-    dynamic["frames"][1], dynamic["new_frames"][1] = "left", "new_left"
+    dynamic["frames"][1], dynamic["logprobs"][1] = "time", "out_time"
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # TracerWarnings for the branches the runtime takes care of
-        torch.onnx.export(StreamingStep(encoder), (feats, *_example_state(encoder)), str(path),
+        torch.onnx.export(StreamingRows(encoder), tuple(_example_inputs(encoder)), str(path),
                           input_names=inputs, output_names=outputs, dynamic_axes=dynamic,
                           opset_version=OPSET, dynamo=False, do_constant_folding=True)
 
@@ -137,37 +139,42 @@ def contract_readme(meta: dict) -> str:
     """The tensor contract of an exported folder, as markdown."""
     cfg, sub, state = meta["config"], meta["subsampling"], meta["state"]
     rows = "\n".join(f"| `{name}` | `new_{name}` | ({', '.join(map(str, state['shapes'][name]))}) | "
-                     f"{'int64' if name == 'invalid' else 'float32'} |" for name in state["names"])
+                     f"{'int64' if name == 'invalid' else 'float32'} |" for name in state["names"][1:])
     return f"""# ONNX export of an `asr` acoustic model ({meta['format']}, opset {meta['opset']})
 
-`{meta['files']['fp32']}` is one streaming step of the encoder (`asr.model.encoder.Encoder.step`).
-Run it once per chunk of audio, feeding back every `new_*` output as the next call's input.
-`asr.model.onnx_backend.OnnxModel` does exactly this with onnxruntime and numpy only.
+`{meta['files']['fp32']}` is one streaming step of the encoder for a batch of independent streams whose
+chunks may differ in length (`asr.model.encoder.Encoder.step_padded`). Run it once per chunk of audio,
+feeding back every `new_*` output as the next call's input. `asr.model.onnx_backend.OnnxModel` does
+exactly this with onnxruntime and numpy only.
 {'`' + meta['files']['int8'] + '` is the same graph with int8 weights (dynamic quantisation).' if meta['files']['int8'] else ''}
 
 ## Inputs and outputs
 
 | input | output | shape | type |
 |---|---|---|---|
-| `feats` | - | (batch, time, {cfg['n_mels']}) | float32 |
+| `frames` | - | (batch, time, {cfg['n_mels']}) | float32 |
+| `ends` | - | (batch) | int64 |
 | - | `logprobs` | (batch, out_time, {cfg['vocab_size']}) | float32 |
 {rows}
 
-- `feats`: raw log-mel frames (25 ms window, 10 ms hop, {cfg['n_mels']} bins) of one chunk. The graph
-  applies the global CMVN itself (`model.json` `cmvn`: `(feats - mean) / std`).
-- `logprobs`: CTC log-probabilities (blank = 0) of the encoder frames this chunk completes, one per
-  {sub['stride']} feature frames: out_time = (left + time - {sub['kernel']}) // {sub['stride']} + 1.
-- `frames`: CMVN-normalised feature frames not yet consumed by the subsampling (left < {sub['kernel']}).
-  A new stream starts with {sub['left_context']} zero frames (the causal left padding).
+- `frames`: per row, the stream's leftover frames (below), then its chunk's log-mel frames (25 ms
+  window, 10 ms hop, {cfg['n_mels']} bins) normalised with the global CMVN of `model.json`
+  (`(feats - mean) / std`); rows padded with zeros at the end to the longest.
+- `ends`: per row, the encoder frames its real frames complete: (n - {sub['kernel']}) // {sub['stride']} + 1
+  for n real frames (0 when n < {sub['kernel']}).
+- `logprobs`: CTC log-probabilities (blank = 0); row b's first `ends[b]` frames are real, the rest
+  come from padding. The row's leftover frames for its next call are its real frames from
+  `ends[b] * {sub['stride']}` on (fewer than {sub['kernel']}); a new stream starts with
+  {sub['left_context']} zero frames (the causal left padding).
 - `invalid`: per row, how many leading cache slots hold no frame yet. A new stream starts with
-  {state['cache_slots']} (all empty); each step subtracts out_time, clamped at 0.
-- `key_i` / `value_i`: layer i's attention keys and values of its last {state['cache_slots']} frames
+  {state['cache_slots']} (all empty); each step subtracts `ends`, clamped at 0.
+- `key_i` / `value_i`: layer i's attention keys and values of the row's last {state['cache_slots']} real frames
   (batch, heads, slots, head_dim); start as zeros.
 - `conv_i`: layer i's causal depthwise-conv inputs (batch, d_model, kernel - 1); start as zeros.
 
-The graph needs left + time >= {sub['kernel']} (at least one output frame). For a shorter chunk do
-not call it: normalise the chunk with the CMVN statistics, append it to `frames`, and return no
-log-probs (every other tensor unchanged). Rows of a batch are independent streams.
+Padding never reaches a real frame (the subsampling, attention and convolution are causal) and each
+row's caches are cut at its own last real frame, so a row's results do not depend on the others.
+When no row completes an encoder frame, do not call the graph: keep the frames as leftover.
 `model.json` also holds the architecture (`config`), the model's `info` and the file names;
 `tokenizer.bin` is the tokenizer (`asr.tokenizer.Tokenizer.from_bytes`: a JSON header line, then
 the SentencePiece model for BPE, nothing for characters).

@@ -1,8 +1,9 @@
 """The onnxruntime backend: an exported folder (`python -m asr.export --onnx DIR`) behind the numpy
 interface of `asr.model.backend.AcousticModel`. Needs onnxruntime and numpy only; never imports torch.
 
-The state is a dict of numpy arrays named as the graph's inputs (see the folder's README.md):
-frames (B, P, F), invalid (B,) int64, key_i / value_i (B, H, W-1, D/H), conv_i (B, D, K-1).
+The state is a dict of numpy arrays (see the folder's README.md): frames (B, P, F), the normalised
+frames not yet consumed by the subsampling (kept here), and, named as the graph's inputs, invalid (B,)
+int64, key_i / value_i (B, H, W-1, D/H), conv_i (B, D, K-1).
 """
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from asr.model.backend import ModelError, grouped_step_many
+from asr.model.backend import ModelError
 from asr.model.config import EncoderConfig
 from asr.pretrained import bundled
 from asr.tokenizer import Tokenizer
 
-FORMAT = "asr-onnx-v1"
+FORMAT = "asr-onnx-v2"
 OnnxState = dict  # name -> np.ndarray, one entry per graph state input
 
 
@@ -37,7 +38,8 @@ class OnnxModel:
         self.names: list[str] = list(meta["state"]["names"])
         self.slots = int(meta["state"]["cache_slots"])
         self.shapes = meta["state"]["shapes"]
-        self.outputs = ["logprobs"] + [f"new_{name}" for name in self.names]
+        self.stride = int(meta["subsampling"]["stride"])
+        self.outputs = ["logprobs"] + [f"new_{name}" for name in self.names[1:]]  # every state tensor but frames
 
     def initial_state(self, batch: int = 1) -> OnnxState:
         """`batch` new streams: zero caches, every slot empty, the subsampling's left padding."""
@@ -53,17 +55,30 @@ class OnnxModel:
 
     def step(self, feats: np.ndarray, state: OnnxState) -> tuple[np.ndarray, OnnxState]:
         """Log-mel (B, T, F) float32, any T >= 0 -> log-probs (B, T', V) float32 and the next state."""
-        feats = np.ascontiguousarray(feats, dtype=np.float32)
-        batch = feats.shape[0]
-        if state["frames"].shape[1] + feats.shape[1] < self.kernel:  # no encoder frame completes
-            frames = np.concatenate([state["frames"], (feats - self.mean) / self.std], axis=1)
-            return np.zeros((batch, 0, self.cfg.vocab_size), dtype=np.float32), {**state, "frames": frames}
-        results = self.session.run(self.outputs, {"feats": feats, **state})
-        return results[0], dict(zip(self.names, results[1:]))
+        states = [state] if feats.shape[0] == 1 else self.split_states(state)
+        rows = self.step_many(list(feats), states)
+        return (np.stack([logprobs for logprobs, _ in rows]),
+                rows[0][1] if len(rows) == 1 else self.stack_states([row for _, row in rows]))
 
     def step_many(self, feats: list[np.ndarray], states: list[OnnxState]) -> list[tuple[np.ndarray, OnnxState]]:
-        """Independent streams in one call, one graph run per group of equal shapes."""
-        return grouped_step_many(self, feats, states)
+        """Independent streams (log-mel (T_i, F) and a batch-1 state each) in one graph run: each row's
+        leftover and new frames, normalised here and padded at the end to the longest."""
+        frames = [np.concatenate([s["frames"][0], (np.asarray(f, np.float32) - self.mean) / self.std])
+                  for f, s in zip(feats, states)]
+        ends = np.array([(len(f) - self.kernel) // self.stride + 1 if len(f) >= self.kernel else 0 for f in frames],
+                        dtype=np.int64)
+        if not ends.any():  # no row completes an encoder frame: nothing for the graph to do
+            return [(np.zeros((0, self.cfg.vocab_size), np.float32), {**s, "frames": f[None]})
+                    for f, s in zip(frames, states)]
+        padded = np.zeros((len(frames), max(len(f) for f in frames), self.cfg.n_mels), np.float32)
+        for row, f in zip(padded, frames):
+            row[:len(f)] = f
+        inputs = {"frames": padded, "ends": ends,
+                  **{name: np.concatenate([s[name] for s in states]) for name in self.names[1:]}}
+        logprobs, *new = self.session.run(self.outputs, inputs)
+        return [(logprobs[i, :ends[i]], {"frames": frames[i][None, ends[i] * self.stride:],
+                                         **{name: out[i:i + 1] for name, out in zip(self.names[1:], new)}})
+                for i in range(len(frames))]
 
     def batch_key(self, state: OnnxState) -> tuple:
         """The shapes that rows of one batch share (the leftover frames' count above all)."""

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr.model.backend import grouped_step_many
 from asr.model.encoder import Encoder, EncoderState
 from asr.model.loader import load_model
 from asr.tokenizer import Tokenizer
@@ -30,9 +29,9 @@ class TorchModel:
 
     @torch.inference_mode()
     def step_many(self, feats: list[np.ndarray], states: list[EncoderState]) -> list[tuple[np.ndarray, EncoderState]]:
-        """Independent streams in one call: their new frames padded into one batch (`Encoder.step_rows`)."""
+        """Independent streams in one call: their frames padded into one batch (`Encoder.step_rows`)."""
         if self.cfg.window is None or len(feats) == 1:  # full attention: caches differ in length
-            return grouped_step_many(self, feats, states)
+            return _grouped_step_many(self, feats, states)
         rows = self.encoder.step_rows([torch.from_numpy(np.ascontiguousarray(f, dtype=np.float32))[None] for f in feats],
                                       states)
         return [(logprobs[0].numpy(), state) for logprobs, state in rows]
@@ -47,6 +46,24 @@ class TorchModel:
     def split_states(self, state: EncoderState) -> list[EncoderState]:
         rows = state.frames.shape[0]
         return [_map_fields([state], lambda one, i=i: one[0][i:i + 1]) for i in range(rows)]
+
+
+def _grouped_step_many(model: TorchModel, feats: list[np.ndarray],
+                      states: list[EncoderState]) -> list[tuple[np.ndarray, EncoderState]]:
+    """`step_many` by stacking the streams whose chunks have as many frames and whose states have the
+    same `batch_key`: one `step` per such group."""
+    results: list[tuple[np.ndarray, EncoderState] | None] = [None] * len(feats)
+    groups: dict[tuple, list[int]] = {}
+    for i, (f, s) in enumerate(zip(feats, states)):
+        groups.setdefault((f.shape[0], model.batch_key(s)), []).append(i)
+    for rows in groups.values():
+        batch = np.stack([feats[i] for i in rows])  # (B, T, F)
+        state = states[rows[0]] if len(rows) == 1 else model.stack_states([states[i] for i in rows])
+        logprobs, state = model.step(batch, state)
+        row_states = [state] if len(rows) == 1 else model.split_states(state)
+        for j, i in enumerate(rows):
+            results[i] = (logprobs[j], row_states[j])
+    return results
 
 
 def _map_fields(states: list[EncoderState], fn) -> EncoderState:

@@ -25,10 +25,15 @@ DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "pretrained" / "default.sa
 STATE_FILES = ("model.safetensors", "state.json")
 
 
-def _write_json(path: Path, data: dict) -> None:
+def _write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically: a cut-off write leaves the old file whole."""
     partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(json.dumps(data, indent=1) + "\n")
+    partial.write_text(text)
     os.replace(partial, path)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    _write_text(path, json.dumps(data, indent=1) + "\n")
 
 
 def read_state(state_dir: Path) -> dict | None:
@@ -159,9 +164,7 @@ def append_row(path: Path, row: dict) -> None:
     """Add `row` to the JSON Lines file, replacing an earlier row of the same period."""
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
     rows = [r for r in rows if r["period"] != row["period"]] + [row]
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text("".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["period"])))
-    os.replace(partial, path)
+    _write_text(path, "".join(json.dumps(r) + "\n" for r in sorted(rows, key=lambda r: r["period"])))
 
 
 COLUMNS = {"dev_beam": "dev (beam)", "dev_greedy": "dev (greedy)", "synthetic_check_beam": "synthetic check",

@@ -170,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         period["timings"]["saved"] = 0.0
         carry.save_period(work, period)
         print(f"continue: period {period['period']} saved in {a.state}: {json.dumps(row)}", flush=True)
-    if carry.beats_default(json.loads(a.progress.read_text().splitlines()[-1]), a.progress):
+    row = next(r for r in map(json.loads, a.progress.read_text().splitlines()) if r["period"] == period["period"])
+    if carry.beats_default(row, a.progress):
         print(f"continue: {work / 'candidate.safetensors'} beats the shipped model on dev and both check sets "
               "with FSDD under 3%: promote it (recipes/voices/README.md, 'Promotion')", flush=True)
     print(f"continue: commit it: git add {a.state} {a.progress.parent / 'training_progress*'} && git commit -m 'Training period "

@@ -1,7 +1,7 @@
 """asr.serve under load: N concurrent clients streaming real audio at real time; or a soak.
 
     python scripts/bench/serve.py [--clients 1 5 10 20 40] [--seconds 15] [--workers N] [--out benchmarks/]
-                                  [--no-search] [--server-args '--backend onnx']
+                                  [--no-search] [--server-args '--backend onnx' --name serve_onnx]
     python scripts/bench/serve.py --soak 30 [--soak-clients 40] [--workers N]    (see scripts/bench/soak.py)
 
 Starts `python -m asr.serve --port 0` (the default decoding: beam search with the word LM for
@@ -16,7 +16,7 @@ receiving the final that closes it. Server CPU (all processes, % of one core) an
 come from /proc over the same window. Then the largest N whose p95 stays under 250 ms is searched
 for: N doubles until p95 fails (or reaches --max-clients), then bisection (--no-search skips it).
 The clients run in this process, on the same cores as the server. Prints a markdown table; writes
-OUT/serve.md and OUT/serve.json.
+OUT/NAME.md and OUT/NAME.json (--name, default serve).
 """
 from __future__ import annotations
 
@@ -188,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=15.0, help="audio each client streams")
     p.add_argument("--workers", type=int, default=None, help="asr.serve --workers (default: its own, one per core)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--name", default="serve", help="the report files: OUT/NAME.md and OUT/NAME.json")
     p.add_argument("--no-search", action="store_true", help="skip the search for the largest N under 250 ms")
     p.add_argument("--max-clients", type=int, default=320, help="the search stops here")
     p.add_argument("--server-args", default="", help="extra asr.serve options, e.g. '--greedy' or '--backend onnx'")
@@ -242,10 +243,11 @@ def main(argv: list[str] | None = None) -> int:
               "server_args": args.server_args or "(defaults: beam search with the bundled word LM)",
               "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M")}
     args.out.mkdir(parents=True, exist_ok=True)
-    previous = (args.out / "serve.md").read_text() if (args.out / "serve.md").exists() else ""
+    report = args.out / f"{args.name}.md"
+    previous = report.read_text() if report.exists() else ""
     soak_section = previous[previous.find("\n## Soak\n"):] if "\n## Soak\n" in previous else ""
-    (args.out / "serve.md").write_text(render(result) + soak_section)  # the soak's figures stay
-    (args.out / "serve.json").write_text(json.dumps(result, indent=1) + "\n")
+    report.write_text(render(result) + soak_section)  # the soak's figures stay
+    report.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     print(table(rows) + f"\n\nlargest N with p95 < 250 ms: {best}")
     return 0
 
