@@ -9,6 +9,7 @@ pyroomacoustics impulse responses made when the dataset starts) and phone/laptop
 """
 from __future__ import annotations
 
+import functools
 import math
 import random
 from dataclasses import dataclass, field
@@ -357,18 +358,20 @@ class SpeechDataModule(L.LightningDataModule):
         self.train_utts = load_sources(cfg.train, cfg.max_duration)
         self.valid_utts = load_sources(cfg.valid)
 
+    @functools.cached_property
     def variant_store(self) -> VariantStore | None:
+        """The training set's rendered augmentation variants (None: augment on the fly)."""
         from asr.training.variants import VariantStore  # noqa: PLC0415 (it builds on this module)
         return VariantStore(self.cfg.variants_dir, self.cfg.variants, self.cfg.augment) if self.cfg.variants else None
 
     def prepare_data(self) -> None:
         """Render the training set's augmentation variants once (Lightning calls this on one process a node)."""
-        if (store := self.variant_store()) is not None:
+        if (store := self.variant_store) is not None:
             store.build([u.audio for u in self.train_utts], self.cfg.variants_workers)
 
     def _loader(self, utts: list[Utterance], train: bool) -> DataLoader:
         dataset = SpeechDataset(utts, self.tokenizer, self.cfg.augment if train else None, self.cfg.cache_features,
-                                self.variant_store() if train else None)
+                                self.variant_store if train else None)
         sampler = BucketBatchSampler([u.duration for u in utts], self.cfg.max_batch_seconds, shuffle=train)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
                           persistent_workers=self.cfg.num_workers > 0)
