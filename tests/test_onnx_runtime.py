@@ -80,7 +80,7 @@ def test_bad_onnx_dir_is_one_error_line(tmp_path):
 
 def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
     """A fresh venv with `pip install .[onnx]` only (no torch): the shipped examples transcribe to the
-    torch backend's text."""
+    torch backend's text, restored (cased, punctuated) and with a hotword list."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
@@ -96,6 +96,12 @@ def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
     assert str(venv) in location.stdout  # the installed package ran, not the checkout
     expected = ok(run_tool("transcribe", *audio, "--backend", "torch", cwd=tmp_path))
     assert got == expected and len(got.splitlines()) == len(EXAMPLES)
+    assert got != got.upper()  # the restorer ran: cased, punctuated text
+    hot = tmp_path / "hotwords.txt"  # the hotword search runs there too, as with torch
+    hot.write_text("pemberton 12\nokonkwo\n")
+    got = ok(subprocess.run([str(venv / "bin" / "asr-transcribe"), *audio, "--backend", "onnx", "--hotwords", str(hot)],
+                            cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=600))
+    assert got == ok(run_tool("transcribe", *audio, "--backend", "torch", "--hotwords", str(hot), cwd=tmp_path))
 
 
 def test_serve_onnx_without_torch_gives_the_torch_stream(tmp_path):
