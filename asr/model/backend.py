@@ -12,14 +12,13 @@ and returns the log-probs of the encoder frames they complete. Feeding a stream 
 size gives the log-probs of one call over the whole stream (to float rounding). The state is
 opaque to callers. `step_many` steps independent streams together, whatever their chunk lengths:
 both backends pad their frames into one batch (`Encoder.step_padded`; every row keeps its own caches
-and its own count of empty cache slots). `stack_states` / `split_states` join streams whose states have
-the same shapes (`batch_key`) into one batched state and take them apart again.
+and its own count of empty cache slots).
 """
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any, Hashable, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -45,15 +44,6 @@ class AcousticModel(Protocol):
     def step_many(self, feats: list[np.ndarray], states: list[Any]) -> list[tuple[np.ndarray, Any]]:
         """Independent streams in one call: log-mel (T_i, F) and a batch-1 state each -> (log-probs
         (T_i', V), next state) each, equal to `step` on each alone (to float rounding)."""
-
-    def batch_key(self, state: Any) -> Hashable:
-        """Streams whose states have equal keys (and chunks of equal length) can share a batch."""
-
-    def stack_states(self, states: list[Any]) -> Any:
-        """States of single streams (batch 1 each, equal `batch_key`) -> one state with a row per stream."""
-
-    def split_states(self, state: Any) -> list[Any]:
-        """A batched state -> one batch-1 state per row."""
 
 
 def default_backend() -> str:

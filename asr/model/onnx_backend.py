@@ -80,12 +80,8 @@ class OnnxModel:
                                          **{name: out[i:i + 1] for name, out in zip(self.names[1:], new)}})
                 for i in range(len(frames))]
 
-    def batch_key(self, state: OnnxState) -> tuple:
-        """The shapes that rows of one batch share (the leftover frames' count above all)."""
-        return tuple(state[name].shape[1:] for name in self.names)
-
     def stack_states(self, states: list[OnnxState]) -> OnnxState:
-        """Batch-1 states with equal `batch_key` -> one state with a row per stream."""
+        """Batch-1 states with equal shapes (as many leftover frames) -> one state with a row per stream."""
         return {name: np.concatenate([s[name] for s in states], axis=0) for name in self.names}
 
     def split_states(self, state: OnnxState) -> list[OnnxState]:
