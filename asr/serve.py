@@ -22,6 +22,7 @@ import sys
 
 from asr import cli
 from asr.server import logs
+from asr.server.engine import BATCH_WAIT_MS
 from asr.server.supervisor import StartError, Supervisor
 from asr.server.worker import LOAD_ERRORS, build_app, serve
 
@@ -46,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--idle-timeout", type=float, default=30.0, help="close a stream silent this many seconds")
     parser.add_argument("--max-message", type=int, default=256 * 1024, help="largest audio message in bytes")
     parser.add_argument("--max-batch", type=int, default=64, help="most chunks in one encoder pass")
+    parser.add_argument("--batch-wait", type=float, default=BATCH_WAIT_MS, metavar="MS",
+                        help=f"longest a chunk waits for others to share its encoder pass, in ms (default "
+                             f"{BATCH_WAIT_MS:g}; only while several streams are live; 0: never)")
     parser.add_argument("--workers", type=int, default=cores(),
                         help="serving processes behind the port, each with its own model (default: the number of "
                              f"cores, {cores()} here)")
@@ -64,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be >= {low} (got {getattr(args, name)})")
     if args.port > 65535:
         parser.error(f"--port must be <= 65535 (got {args.port})")
+    if not args.batch_wait >= 0:
+        parser.error(f"--batch-wait must be >= 0 ms (got {args.batch_wait:g})")
     if args.idle_timeout <= 0:
         parser.error(f"--idle-timeout must be > 0 (got {args.idle_timeout})")
     if args.token is not None and not args.token:

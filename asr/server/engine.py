@@ -5,22 +5,32 @@ worker thread runs the model; while it computes a batch, the chunks that arrive 
 through together in the next pass (at most one chunk per stream per pass, `max_batch` rows).
 The event loop stays free for the sockets meanwhile. A failure is reported to the streams whose
 chunks failed, never to the others.
+
+Clients' chunks arrive at random phases, so under moderate load most passes would carry a single
+row, and a pass of one row costs the model about as much as a pass of several. A pass therefore
+waits up to `batch_wait` seconds after its oldest chunk arrived, until the queue holds the chunks
+expected in that time at the last second's arrival rate (at most one per stream seen in that
+second). A lone stream never waits (it has no company to expect), and steps that bring out a final
+or end a stream never wait: they go at once, taking along whatever is queued. Waiting only delays a
+chunk: results never depend on how rows are batched.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from asr.endpoint import Emission
-from asr.server import protocol
+from asr.server import metrics, protocol
 from asr.server.protocol import ProtocolError
 from asr.server.recognition import Recognition, Stream
 
 log = logging.getLogger("asr.serve")
+BATCH_WAIT_MS = 50.0  # asr.serve --batch-wait default (see benchmarks/serve.md)
 
 
 @dataclass(eq=False)
@@ -29,14 +39,21 @@ class _Job:
     chunk: np.ndarray | None  # None: finish the stream
     partial: bool = True  # a partial follows the step (False: an early step, for the finals it closes)
     future: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    arrived: float = field(default_factory=lambda: asyncio.get_running_loop().time())
+
+    @property
+    def urgent(self) -> bool:
+        """A step that brings out a final, or the end of a stream: its pass never waits."""
+        return self.chunk is None or not self.partial
 
 
 class Engine:
     """Batches the ready chunks of all live streams through one `Recognition`."""
 
-    def __init__(self, recognition: Recognition, max_batch: int = 64):
-        self.recognition, self.max_batch = recognition, max_batch
+    def __init__(self, recognition: Recognition, max_batch: int = 64, batch_wait: float = BATCH_WAIT_MS / 1000):
+        self.recognition, self.max_batch, self.batch_wait = recognition, max_batch, batch_wait
         self._queue: list[_Job] = []
+        self._arrivals: deque[tuple[float, int]] = deque()  # (when, stream id) of the last second's jobs
         self._wake = asyncio.Event()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="asr-engine")
         self._worker: asyncio.Task | None = None
@@ -64,8 +81,34 @@ class Engine:
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(self._run())
         self._queue.append(job)
+        self._arrivals.append((job.arrived, id(job.stream)))
         self._wake.set()
         return await job.future
+
+    def _expected(self, now: float) -> int:
+        """Streams expected to have a job within `batch_wait`: the last second's arrival rate times
+        `batch_wait`, at most the streams seen in that second (and `max_batch`)."""
+        while self._arrivals and self._arrivals[0][0] < now - 1.0:
+            self._arrivals.popleft()
+        streams = len({stream for _, stream in self._arrivals})
+        return min(self.max_batch, streams, int(len(self._arrivals) * self.batch_wait))
+
+    async def _gather(self) -> None:
+        """Wait until the queue holds the jobs expected within `batch_wait` of its oldest, that time
+        has passed, or an urgent job is queued."""
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            expected = self._expected(now)
+            left = self._queue[0].arrived + self.batch_wait - now
+            queued = len({id(j.stream) for j in self._queue})
+            if expected < 2 or queued >= expected or left <= 0 or any(j.urgent for j in self._queue):
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), left)
+            except asyncio.TimeoutError:
+                return
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -73,6 +116,8 @@ class Engine:
             await self._wake.wait()
             self._wake.clear()
             while self._queue:
+                if self.batch_wait > 0:
+                    await self._gather()
                 jobs, taken = [], set()
                 for job in self._queue:  # one job per stream per pass, oldest first
                     if id(job.stream) not in taken and len(jobs) < self.max_batch:
@@ -98,6 +143,7 @@ class Engine:
         if steps:
             self.batches += 1
             self.rows += len(steps)
+            metrics.BATCH_ROWS.observe(len(steps))
             try:
                 results = self.recognition.advance([j.stream for j in steps], [j.chunk for j in steps],
                                                    [j.partial for j in steps])

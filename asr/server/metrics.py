@@ -26,6 +26,9 @@ CHUNK_COMPUTE = Histogram(
 LATENCY = Histogram(
     "asr_event_latency_seconds", "From receiving the audio message a step needed to sending the step's events",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0))
+BATCH_ROWS = Histogram(
+    "asr_batch_rows", "Chunks in one batched pass of the acoustic model (one per stream)",
+    buckets=(1, 2, 4, 8, 16, 32, 64))
 ERRORS = Counter("asr_errors", "Streams ended by an error, by kind", ["kind"])
 RSS = Gauge("asr_worker_resident_memory_bytes", "Resident memory of each serving process",
             multiprocess_mode="liveall")

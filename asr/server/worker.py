@@ -38,7 +38,8 @@ def build_app(args: argparse.Namespace, worker: int | None = None) -> App:
     decoder = cli.load_decoder(args, recognizer)
     limits = Limits(max_streams=args.max_streams, max_message=args.max_message, idle_timeout=args.idle_timeout,
                     chunk_samples=SAMPLE_RATE // 2, token=args.token)
-    return App(Engine(Recognition(recognizer, decoder, endpoint), max_batch=args.max_batch), limits, worker)
+    return App(Engine(Recognition(recognizer, decoder, endpoint), max_batch=args.max_batch,
+                          batch_wait=args.batch_wait / 1000), limits, worker)
 
 
 async def serve(app: App, host: str, port: int, reuse_port: bool, listening: Callable[[int], None]) -> bool:

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from asr.training import carry  # noqa: E402
 
-ENGINES_BASE = ["espeak", "flite", "festival", "hibari", "piper"]
+ENGINES_BASE = ["espeak", "flite", "festival", "hibari", "piper", "kokoro"]  # kokoro: its non-English voices
 PHASES = ["data", "train", "export", "score"]
 BLEND_SEED_BASE = 20261125  # engines.KOKORO_EN_BLEND_SEED: period p's blends use this + p
 
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=110.0, help="wall minutes of training this period")
     p.add_argument("--kokoro-hours", type=float, default=1.0, help="hours of fresh Kokoro speech this period")
-    p.add_argument("--base-hours", type=float, default=2.0, help="hours of the cheaper voices' corpus")
+    p.add_argument("--base-hours", type=float, default=3.0, help="hours of the cheaper voices' corpus")
     p.add_argument("--layers", type=int, default=12, help="period 1 only: blocks of the grown shipped model")
     p.add_argument("--jobs", type=int, default=2, help="synthesis and rendering processes")
     p.add_argument("--state", type=Path, default=ROOT / "recipes" / "voices" / "state")

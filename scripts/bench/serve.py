@@ -131,9 +131,11 @@ def measure(server: ServerUnderTest, loop_ends: list[int], n: int, seconds: floa
     async def run() -> list[tuple[list[float], list[float]]]:
         return await asyncio.gather(*(client(server.url, speech(seconds, o), d, client_ends(loop_ends, loop_size, o, total))
                                       for o, d in zip(offsets, delays)))
+    rows, passes = server.metric("asr_batch_rows_sum"), server.metric("asr_batch_rows_count")
     cpu, wall = server.cpu_seconds(), time.perf_counter()
     results = asyncio.run(run())
     cpu, wall = server.cpu_seconds() - cpu, time.perf_counter() - wall
+    rows, passes = server.metric("asr_batch_rows_sum") - rows, server.metric("asr_batch_rows_count") - passes
     latencies = np.concatenate([np.asarray(r[0]) for r in results])
     finals = np.concatenate([np.asarray(r[1]) for r in results])
     p50, p95 = np.percentile(latencies, [50, 95]) if latencies.size else (float("nan"),) * 2
@@ -141,18 +143,19 @@ def measure(server: ServerUnderTest, loop_ends: list[int], n: int, seconds: floa
     return {"clients": n, "events": int(latencies.size), "p50_ms": round(float(p50), 1),
             "p95_ms": round(float(p95), 1), "max_ms": round(float(latencies.max()), 1) if latencies.size else None,
             "finals": int(finals.size), "final_p50_s": round(float(f50), 3), "final_p95_s": round(float(f95), 3),
-            "server_cpu_pct": round(100 * cpu / wall, 1), "worker_rss_mb": server.rss_mb(),
+            "server_cpu_pct": round(100 * cpu / wall, 1), "rows_per_pass": round(rows / passes, 2) if passes else None, "worker_rss_mb": server.rss_mb(),
             "worker_peak_rss_mb": server.rss_mb("VmHWM"), "load_1min": round(os.getloadavg()[0], 2)}
 
 
 def table(rows: list[dict]) -> str:
     lines = ["| clients | events | p50 ms | p95 ms | max ms | end of speech -> final p50 / p95 s | "
-             "server CPU (% of one core) | RSS per worker MB | machine load (1 min) |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "server CPU (% of one core) | chunks per model pass | RSS per worker MB | machine load (1 min) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(rows, key=lambda r: r["clients"]):
         rss = " / ".join(f"{x:.0f}" for x in r["worker_rss_mb"])
         lines.append(f"| {r['clients']} | {r['events']} | {r['p50_ms']} | {r['p95_ms']} | {r['max_ms']} | "
-                     f"{r['final_p50_s']} / {r['final_p95_s']} | {r['server_cpu_pct']} | {rss} | {r.get('load_1min', '-')} |")
+                     f"{r['final_p50_s']} / {r['final_p95_s']} | {r['server_cpu_pct']} | {r.get('rows_per_pass') or '-'} | {rss} | "
+                     f"{r.get('load_1min', '-')} |")
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from urllib.request import urlopen
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,6 +77,14 @@ class ServerUnderTest:
     @property
     def url(self) -> str:
         return f"ws://127.0.0.1:{self.port}/asr"
+
+    def metric(self, name: str) -> float:
+        """One sample of GET /metrics (summed over the workers), e.g. asr_batch_rows_sum; nan if absent."""
+        with urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=10) as response:
+            for line in response.read().decode().splitlines():
+                if line.split(" ")[0] == name:
+                    return float(line.split(" ")[1])
+        return float("nan")
 
     def workers(self) -> list[int]:
         """The pids that serve streams: the spawned workers, or the command itself when it has none."""
