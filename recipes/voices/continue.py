@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from asr.training import carry  # noqa: E402
 
-ENGINES_BASE = ["espeak", "flite", "festival", "hibari", "piper", "kokoro"]  # kokoro: its non-English voices
+ENGINES_BASE = ["espeak", "flite", "festival", "hibari", "piper"]
 PHASES = ["data", "train", "export", "score"]
 BLEND_SEED_BASE = 20261125  # engines.KOKORO_EN_BLEND_SEED: period p's blends use this + p
 
