@@ -200,6 +200,7 @@ def test_the_page_and_its_scripts_are_served(server):
 @pytest.mark.parametrize("args, status, message", [
     (["--port", "70000"], 2, "--port must be <= 65535"),
     (["--max-streams", "0"], 2, "--max-streams must be >= 1"),
+    (["--batch-wait", "-5"], 2, "--batch-wait must be >= 0 ms"),
     (["--model", "/no/such/model.safetensors"], 1, "asr.serve: error:"),
 ])
 def test_bad_options_give_one_error_line(args, status, message):
