@@ -7,7 +7,8 @@ The event loop stays free for the sockets meanwhile. A failure is reported to th
 chunks failed, never to the others.
 
 Clients' chunks arrive at random phases, so under moderate load most passes would carry a single
-row, and a pass of one row costs the model about as much as a pass of several. A pass therefore
+row, while the model's cost per row falls as rows share a pass (2026-11-26, shipped model, 500 ms
+chunks: about 2x less per row at four rows than at one with ONNX, 3x with torch). A pass therefore
 waits up to `batch_wait` seconds after its oldest chunk arrived, until the queue holds the chunks
 expected in that time at the last second's arrival rate (at most one per stream seen in that
 second). A lone stream never waits (it has no company to expect), and steps that bring out a final
