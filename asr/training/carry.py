@@ -2,7 +2,7 @@
 
 The run's state between periods is one small folder committed with the code (recipes/voices/state/):
 `model.safetensors` (the weights where training stopped, float16 but for the CMVN stats, with the
-tokenizer) and `state.json` (the period, the step, the schedule's position, the Kokoro slices used so far,
+tokenizer), `candidate.safetensors` (the period's scored model, the same way) and `state.json` (the period, the step, the schedule's position, the Kokoro slices used so far,
 the cumulative training minutes). The optimizer's moments are not carried (they would triple the folder):
 AdamW with betas (0.9, 0.98) forgets its moments within ~100 steps anyway, and a continued period ramps
 its learning rate up again over `REWARM_STEPS` instead.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 REWARM_STEPS = 200
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "pretrained" / "default.safetensors"
-STATE_FILES = ("model.safetensors", "state.json")
+STATE_FILES = ("model.safetensors", "candidate.safetensors", "state.json")
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -200,15 +200,17 @@ def plot_progress(progress: Path, out: Path) -> None:
 
 
 def write_state(state_dir: Path, work: Path, period: dict, row: dict) -> None:
-    """Replace the committed state with this period's: float16 weights and state.json (newest only)."""
+    """Replace the committed state with this period's (newest only): float16 weights where training
+    stopped, float16 weights of the scored candidate (what a promotion ships), and state.json."""
     from asr.model.loader import load_model, save_model  # noqa: PLC0415
 
-    encoder, tokenizer, info = load_model(work / "last.safetensors")
     state_dir.mkdir(parents=True, exist_ok=True)
     for stale in state_dir.iterdir():
         if stale.name not in STATE_FILES:
             stale.unlink()
-    save_model(state_dir / "model.safetensors", encoder, tokenizer, {**info, "period": period["period"]}, half=True)
+    for source, name in (("last.safetensors", "model.safetensors"), ("candidate.safetensors", "candidate.safetensors")):
+        encoder, tokenizer, info = load_model(work / source)
+        save_model(state_dir / name, encoder, tokenizer, {**info, "period": period["period"]}, half=True)
     slices = period["previous"]["kokoro_slices"] + [{"period": period["period"], **period["kokoro_slice"]}]
     for s in slices:
         s["manifest"] = Path(s["manifest"]).name  # this machine's paths stay out of the repo
