@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-batch", type=int, default=64, help="most chunks in one encoder pass")
     parser.add_argument("--batch-wait", type=float, default=BATCH_WAIT_MS, metavar="MS",
                         help=f"longest a chunk waits for others to share its encoder pass, in ms (default "
-                             f"{BATCH_WAIT_MS:g}; only while several streams are live; 0: never)")
+                             f"{BATCH_WAIT_MS:g}: never; saves CPU below the knee at a cost in latency; a lone stream never waits)")
     parser.add_argument("--workers", type=int, default=cores(),
                         help="serving processes behind the port, each with its own model (default: the number of "
                              f"cores, {cores()} here)")

@@ -8,7 +8,8 @@ chunks failed, never to the others.
 
 Clients' chunks arrive at random phases, so under moderate load most passes would carry a single
 row, while the model's cost per row falls as rows share a pass (2026-11-26, shipped model, 500 ms
-chunks: about 2x less per row at four rows than at one with ONNX, 3x with torch). A pass therefore
+chunks: about 2x less per row at four rows than at one with ONNX, 3x with torch). With a positive
+`batch_wait` (asr.serve --batch-wait; off by default: it saves CPU below the knee at a cost in latency) a pass
 waits up to `batch_wait` seconds after its oldest chunk arrived, until the queue holds the chunks
 expected in that time at the last second's arrival rate (at most one per stream seen in that
 second). A lone stream never waits (it has no company to expect), and steps that bring out a final
@@ -31,7 +32,9 @@ from asr.server.protocol import ProtocolError
 from asr.server.recognition import Recognition, Stream
 
 log = logging.getLogger("asr.serve")
-BATCH_WAIT_MS = 50.0  # asr.serve --batch-wait default (see benchmarks/serve.md)
+BATCH_WAIT_MS = 0.0  # asr.serve --batch-wait default. Measured 2026-11-26 (onnx, 2 workers, 2 cores): 50 ms
+# took a pass from 1.7 to 3.1 chunks and server CPU from 156% to 143% at 60 clients, but p95 from 83 to 103 ms,
+# and at 80 clients (near the knee, where queueing already fills the passes) p95 from 212 to 317 ms: off by default.
 
 
 @dataclass(eq=False)
