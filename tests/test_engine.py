@@ -46,6 +46,8 @@ def test_staggered_chunks_share_passes_when_waiting_is_allowed():
         engine = Engine(passes, batch_wait=batch_wait)
         results = asyncio.run(_staggered(engine, streams=8, rounds=12, gap=0.03))
         engine.close()
+        if batch_wait == 0:
+            assert not engine._arrivals  # nothing is kept (and nothing grows) while waiting is off
         return results, passes.rows
     eager, eager_rows = run(0.0)
     gathered, gathered_rows = run(0.2)

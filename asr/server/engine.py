@@ -9,8 +9,8 @@ chunks failed, never to the others.
 Clients' chunks arrive at random phases, so under moderate load most passes would carry a single
 row, while the model's cost per row falls as rows share a pass (2026-11-26, shipped model, 500 ms
 chunks: about 2x less per row at four rows than at one with ONNX, 3x with torch). With a positive
-`batch_wait` (asr.serve --batch-wait; off by default: it saves CPU below the knee at a cost in latency) a pass
-waits up to `batch_wait` seconds after its oldest chunk arrived, until the queue holds the chunks
+`batch_wait` (asr.serve --batch-wait; off by default: it saves CPU below the knee at a cost in
+latency) a pass waits up to `batch_wait` seconds after its oldest chunk arrived, until the queue holds the chunks
 expected in that time at the last second's arrival rate (at most one per stream seen in that
 second). A lone stream never waits (it has no company to expect), and steps that bring out a final
 or end a stream never wait: they go at once, taking along whatever is queued. Waiting only delays a
@@ -85,7 +85,8 @@ class Engine:
         if self._worker is None or self._worker.done():
             self._worker = asyncio.get_running_loop().create_task(self._run())
         self._queue.append(job)
-        self._arrivals.append((job.arrived, id(job.stream)))
+        if self.batch_wait > 0:  # only `_gather` reads (and prunes) the arrivals
+            self._arrivals.append((job.arrived, id(job.stream)))
         self._wake.set()
         return await job.future
 

@@ -2,8 +2,9 @@
 
 The run's state between periods is one small folder committed with the code (recipes/voices/state/):
 `model.safetensors` (the weights where training stopped, float16 but for the CMVN stats, with the
-tokenizer), `candidate.safetensors` (the period's scored model, the same way) and `state.json` (the period, the step, the schedule's position, the Kokoro slices used so far,
-the cumulative training minutes). The optimizer's moments are not carried (they would triple the folder):
+tokenizer), `candidate.safetensors` (the period's scored model, stored the same way) and `state.json`
+(the period, the step, the schedule's position, the Kokoro slices used so far, the cumulative training
+minutes). The optimizer's moments are not carried (they would triple the folder):
 AdamW with betas (0.9, 0.98) forgets its moments within ~100 steps anyway, and a continued period ramps
 its learning rate up again over `REWARM_STEPS` instead.
 
@@ -208,7 +209,8 @@ def write_state(state_dir: Path, work: Path, period: dict, row: dict) -> None:
     for stale in state_dir.iterdir():
         if stale.name not in STATE_FILES:
             stale.unlink()
-    for source, name in (("last.safetensors", "model.safetensors"), ("candidate.safetensors", "candidate.safetensors")):
+    for source, name in (("last.safetensors", "model.safetensors"),
+                         ("candidate.safetensors", "candidate.safetensors")):
         encoder, tokenizer, info = load_model(work / source)
         save_model(state_dir / name, encoder, tokenizer, {**info, "period": period["period"]}, half=True)
     slices = period["previous"]["kokoro_slices"] + [{"period": period["period"], **period["kokoro_slice"]}]

@@ -143,7 +143,8 @@ def measure(server: ServerUnderTest, loop_ends: list[int], n: int, seconds: floa
     return {"clients": n, "events": int(latencies.size), "p50_ms": round(float(p50), 1),
             "p95_ms": round(float(p95), 1), "max_ms": round(float(latencies.max()), 1) if latencies.size else None,
             "finals": int(finals.size), "final_p50_s": round(float(f50), 3), "final_p95_s": round(float(f95), 3),
-            "server_cpu_pct": round(100 * cpu / wall, 1), "rows_per_pass": round(rows / passes, 2) if passes else None, "worker_rss_mb": server.rss_mb(),
+            "server_cpu_pct": round(100 * cpu / wall, 1), "rows_per_pass": round(rows / passes, 2) if passes else None,
+            "worker_rss_mb": server.rss_mb(),
             "worker_peak_rss_mb": server.rss_mb("VmHWM"), "load_1min": round(os.getloadavg()[0], 2)}
 
 
