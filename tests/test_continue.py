@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from asr.model.loader import load_model
+from asr.model.loader import load_model, save_model
 from asr.tools import bench_resume, bench_step
 from asr.training import carry
 from asr.training.grow import deepen
@@ -125,3 +125,58 @@ def test_bench_step_times_a_training_step(capsys):
     assert bench_step.main(["--config", "tiny", "--seconds", "4", "--steps", "1", "--warmup", "0", "--threads", "1"]) == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert line.startswith("tiny") and float(line.split(" s/step")[0].split()[-1]) > 0
+
+
+def test_a_period_trained_on_another_machine_from_the_packed_corpora(tmp_path, cont, monkeypatch, capsys):
+    """gpu.py: the period's corpora packed as Opus here, trained 'there' (another run folder, only the
+    pack), and the results received here, where continue.py scores them and commits the state."""
+    import soundfile as sf  # noqa: PLC0415
+
+    gpu = recipe_module(ROOT / "recipes/voices/gpu.py", "gpu_recipe", monkeypatch)
+    rows = [json.loads(line) for line in small_manifest(tmp_path, 6).read_text().splitlines()]
+    root, synthetic, state = tmp_path / "data", tmp_path / "synthetic", tmp_path / "state"
+    for name, subset in (("speechocean762/train.jsonl", rows[:4]), ("speechocean762/dev.jsonl", rows[4:]),
+                         ("fsdd/fsdd.jsonl", [{**r, "split": s} for r, s in zip(rows[:3], ("train", "test", "train"))])):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("".join(json.dumps(r) + "\n" for r in subset))
+    synthetic.mkdir()
+    (synthetic / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[3:]))
+    kokoro_slice(synthetic, rows[:2], 4, 5, 7)
+    encoder, tokenizer, _ = load_model()  # a committed state as after period 3 (10 steps, one slice)
+    state.mkdir()
+    save_model(state / "model.safetensors", deepen(encoder, 7), tokenizer, {}, half=True)
+    (state / "state.json").write_text(json.dumps({"period": 3, "steps": 10, "train_minutes": 1.0,
+                                                  "kokoro_hours_seen": 0.01, "kokoro_slices": [
+        {"period": 3, "manifest": "train_kokoro_en_p003.jsonl", "start": 0, "end": 5, "blend_seed": 20261128}]}))
+    toy = ["threads=1", "data.num_workers=0", "data.max_batch_seconds=1000", "trainer.max_steps=2",
+           "checkpoint_every_steps=1", "data.augment.room_bank=2", "data.variants=2", "data.variants_workers=1"]
+    here, there, pack, results = (tmp_path / n for n in ("here", "there", "pack", "results"))
+    common = ["--state", str(state), "--synthetic", str(synthetic), "--jobs", "1"]
+    args = [*common, "--work", str(here), "--data-root", str(root), "--variants-dir", str(tmp_path / "variants"),
+            "--progress", str(tmp_path / "progress.jsonl"), "--skip-data", "--score-limit", "2"]
+    assert cont.main([*args, "--stop-after", "data"]) == 0
+
+    assert gpu.main(["pack", *common, "--work", str(here), "--pack", str(pack), "--data-root", str(root)]) == 0
+    packed = {m: [json.loads(line) for line in (pack / m).read_text().splitlines()] for m in
+              ("data/speechocean762/train.jsonl", "data/fsdd/fsdd.jsonl", "synthetic/train.jsonl",
+               "synthetic/train_kokoro_en_p004.jsonl")}
+    assert [len(r) for r in packed.values()] == [4, 2, 3, 2]  # FSDD: its train split only
+    for manifest, entries in packed.items():
+        for row in entries:
+            audio = (pack / manifest).parent / row["audio"]
+            assert pack in audio.parents and sf.info(str(audio)).subtype == "OPUS"
+
+    assert gpu.main(["train", "--pack", str(pack), "--work", str(there), "--state", str(state), "--jobs", "1",
+                     "--accelerator", "cpu", "--out", str(results), "--variants-dir", str(tmp_path / "remote"),
+                     "--minutes", "5", *toy]) == 0
+    assert sorted(p.name for p in results.iterdir()) == sorted(gpu.RESULTS)
+    assert load_file(str(results / "candidate.safetensors"))["blocks.0.ff.0.weight"].dtype == torch.float16
+    assert not (here / "p004" / "last.safetensors").exists()  # nothing was trained here
+
+    assert gpu.main(["receive", str(results), *common, "--work", str(here)]) == 0
+    assert cont.main(args) == 0, capsys.readouterr().err[-3000:]
+    row = json.loads((tmp_path / "progress.jsonl").read_text().splitlines()[-1])
+    remote = json.loads((results / "period.json").read_text())
+    assert row["period"] == 4 and row["steps"] == 12 and row["machine"] == remote["machine"]
+    assert row["phase_minutes"]["train"] == remote["timings"]["train"]
+    assert json.loads((state / "state.json").read_text())["period"] == 4

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 
 REWARM_STEPS = 200
+PHASES = ["data", "train", "export", "score"]  # a period's phases, in order (recipes/voices/continue.py)
+BLEND_SEED_BASE = 20261125  # engines.KOKORO_EN_BLEND_SEED: period p's Kokoro blends use this + p
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "pretrained" / "default.safetensors"
 STATE_FILES = ("model.safetensors", "candidate.safetensors", "state.json")
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 
-import jiwer
 import lightning as L
 import torch
 import torch.nn.functional as F
@@ -65,6 +64,8 @@ class CTCModule(L.LightningModule):
     def on_validation_epoch_end(self) -> None:
         # Under DDP each rank decoded its own share of the validation set: WER and CER are computed
         # over every rank's pairs (not averaged per rank), so each rank logs the same, exact value.
+        import jiwer  # noqa: PLC0415 (only validation needs it: a training-only machine may lack it)
+
         pairs = [(r, h) for r, h in gather_pairs(list(zip(self.refs, self.hyps))) if r.strip()]
         if pairs:
             refs, hyps = zip(*pairs)

@@ -30,8 +30,7 @@ sys.path.insert(0, str(ROOT))
 from asr.training import carry  # noqa: E402
 
 ENGINES_BASE = ["espeak", "flite", "festival", "hibari", "piper"]
-PHASES = ["data", "train", "export", "score"]
-BLEND_SEED_BASE = 20261125  # engines.KOKORO_EN_BLEND_SEED: period p's blends use this + p
+PHASES, BLEND_SEED_BASE = carry.PHASES, carry.BLEND_SEED_BASE
 
 
 def run(command: list[str], log: Path | None = None) -> None:
@@ -146,24 +145,23 @@ def main(argv: list[str] | None = None) -> int:
     if period["period"] == 1 and not Path(period["init_from"]).exists():
         carry.grow_default(Path(period["init_from"]), a.layers)
 
-    def phase(name: str, action) -> None:
+    actions = {"data": lambda: build_data(a, period, work),
+               "train": lambda: (period.update(machine=machine()), train(a, period, work)),
+               "export": lambda: carry.export_period(work),
+               "score": lambda: period.update(wers=score(a, work / "candidate.safetensors", work / "scores"))}
+    for name in PHASES:
         if name in period["timings"]:
-            return
+            continue
         if a.stop_after and PHASES.index(name) > PHASES.index(a.stop_after):
             print(f"continue: stopped after {a.stop_after}; the same command without --stop-after goes on",
                   flush=True)
-            sys.exit(0)
+            return 0
         start = time.monotonic()
-        action()
+        actions[name]()
         period["timings"][name] = round((time.monotonic() - start) / 60, 1)
         carry.save_period(work, period)
-
-    phase("data", lambda: build_data(a, period, work))
-    phase("train", lambda: train(a, period, work))
-    phase("export", lambda: carry.export_period(work))
-    phase("score", lambda: period.update(wers=score(a, work / "candidate.safetensors", work / "scores")))
     if "saved" not in period["timings"]:
-        row = carry.progress_row(period, work, machine())
+        row = carry.progress_row(period, work, period.get("machine", machine()))
         carry.append_row(a.progress, row)
         carry.plot_progress(a.progress, a.progress.with_suffix(".png"))
         carry.write_state(a.state, work, period, row)

@@ -1,0 +1,153 @@
+"""Train a period of the continued retrain on a GPU machine that has none of the data:
+
+    python recipes/voices/continue.py --stop-after data      # here: the period's corpora
+    python recipes/voices/gpu.py pack                        # here: them, as Opus, into .device/ (~40 MB)
+    # there, with the checkout and .device/ copied over:
+    python recipes/voices/gpu.py train --minutes 6 --out RESULTS
+    # here, with RESULTS copied back:
+    python recipes/voices/gpu.py receive RESULTS
+    python recipes/voices/continue.py                        # scores, the progress row, the new state
+
+`pack` re-encodes the period's training audio (speechocean762 train, the FSDD train split, the cheaper
+voices and the period's Kokoro slice) as Ogg Opus at about 13 kbit/s, with manifests of the same layout,
+so a period's corpora fit in a copy of a few tens of MB. `train` runs the same continue.py phases there
+(training with `trainer.accelerator=gpu`, then the export) and leaves the two weight files in float16, the
+period's record, its step times and its log in --out. `receive` puts them into this machine's run folder,
+so that continue.py goes on with the scoring. See recipes/voices/README.md, "On a GPU".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from multiprocessing import Pool
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from asr.manifest import read_manifest  # noqa: E402
+from asr.training import carry  # noqa: E402
+
+OPUS_LEVEL = 0.975  # libsndfile's Opus compression level: about 13 kbit/s for 16 kHz speech
+RESULTS = ("last.safetensors", "candidate.safetensors", "period.json", "step_times.json", "train.log")
+REMOTE_OVERRIDES = ["trainer.limit_val_batches=0", "trainer.enable_progress_bar=false"]  # dev's audio stays here
+
+
+def _encode(job: tuple[Path, Path]) -> int:
+    """Write one file as Ogg Opus (16 kHz mono); its size in bytes."""
+    import soundfile as sf  # noqa: PLC0415
+
+    from asr.audio import load_audio  # noqa: PLC0415
+
+    source, target = job
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(f".{target.name}")
+        sf.write(partial, load_audio(source), 16000, format="OGG", subtype="OPUS", compression_level=OPUS_LEVEL)
+        partial.rename(target)
+    return target.stat().st_size
+
+
+def _pack_manifest(manifest: Path, out: Path, split: str = "", audio: bool = True) -> list[tuple[Path, Path]]:
+    """Copy `manifest`'s rows (of `split`) to `out` with each audio path ending in .ogg; the encoding jobs."""
+    rows = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if not split or r.get("split", "") in ("", split)]  # as read_manifest keeps them
+    utts = read_manifest(manifest, split)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for row in rows:  # absolute paths land under abs/, so that nothing is written outside `out`'s folder
+        audio = Path(row["audio"])
+        row["audio"] = str((Path("abs", *audio.parts[1:]) if audio.is_absolute() else audio).with_suffix(".ogg"))
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return [(u.audio, out.parent / r["audio"]) for u, r in zip(utts, rows)] if audio else []
+
+
+def pack(a: argparse.Namespace) -> None:
+    period, _ = carry.current_period(a.work, a.state, a.synthetic, carry.BLEND_SEED_BASE)
+    if "data" not in period["timings"]:
+        sys.exit("gpu: error: the period has no data yet: run continue.py --stop-after data first")
+    data, synthetic = a.pack / "data", a.pack / "synthetic"
+    kokoro = Path(period["kokoro_slice"]["manifest"])
+    jobs = [*_pack_manifest(a.data_root / "speechocean762" / "train.jsonl", data / "speechocean762" / "train.jsonl"),
+            *_pack_manifest(a.data_root / "fsdd" / "fsdd.jsonl", data / "fsdd" / "fsdd.jsonl", split="train"),
+            *_pack_manifest(a.synthetic / "train.jsonl", synthetic / "train.jsonl"),
+            *_pack_manifest(kokoro, synthetic / kokoro.name)]
+    # continue.py checks for dev; training there does not validate (REMOTE_OVERRIDES), so its audio stays here
+    _pack_manifest(a.data_root / "speechocean762" / "dev.jsonl", data / "speechocean762" / "dev.jsonl", audio=False)
+    shutil.copyfile(kokoro.with_suffix(".slice.json"), synthetic / kokoro.with_suffix(".slice.json").name)
+    if a.jobs > 1:
+        with Pool(a.jobs) as pool:
+            size = sum(pool.imap_unordered(_encode, jobs, chunksize=16))
+    else:
+        size = sum(map(_encode, jobs))
+    print(f"gpu: {len(jobs)} files of period {period['period']}'s corpora in {a.pack}: {size / 2**20:.1f} MiB of audio")
+
+
+def train(a: argparse.Namespace) -> None:
+    """continue.py's training and export phases from the pack, then the results (float16) into a.out."""
+    command = [sys.executable, str(ROOT / "recipes" / "voices" / "continue.py"), "--data-root", str(a.pack / "data"),
+               "--synthetic", str(a.pack / "synthetic"), "--skip-data", "--stop-after", "export",
+               "--minutes", str(a.minutes), "--variants-dir", str(a.variants_dir), "--jobs", str(a.jobs), "--work", str(a.work), "--state", str(a.state),
+               "--", f"trainer.accelerator={a.accelerator}", *REMOTE_OVERRIDES, *a.overrides]
+    code = subprocess.run(command, cwd=ROOT).returncode
+    period, _ = carry.current_period(a.work, a.state, a.pack / "synthetic", carry.BLEND_SEED_BASE)
+    work = a.work / f"p{period['period']:03d}"
+    a.out.mkdir(parents=True, exist_ok=True)
+    for name in ("period.json", "step_times.json", "train.log"):
+        if (work / name).exists():
+            shutil.copyfile(work / name, a.out / name)
+    if code:
+        sys.exit(f"gpu: error: continue.py failed with exit {code} (log: {a.out / 'train.log'})")
+    from asr.model.loader import load_model, save_model  # noqa: PLC0415
+
+    for name in ("last.safetensors", "candidate.safetensors"):
+        encoder, tokenizer, info = load_model(work / name)
+        save_model(a.out / name, encoder, tokenizer, info, half=True)
+    print(f"gpu: period {period['period']}'s results in {a.out}: {', '.join(RESULTS)}")
+
+
+def receive(a: argparse.Namespace) -> None:
+    """The GPU's results into this machine's run folder, with the phases they stand for marked done."""
+    period, _ = carry.current_period(a.work, a.state, a.synthetic, carry.BLEND_SEED_BASE)
+    remote = json.loads((a.results / "period.json").read_text())
+    if remote["period"] != period["period"] or remote["kokoro_slice"]["start"] != period["kokoro_slice"]["start"]:
+        sys.exit(f"gpu: error: {a.results} holds period {remote['period']}'s results, not period {period['period']}'s")
+    if "export" not in remote["timings"]:
+        sys.exit(f"gpu: error: {a.results}: the GPU run did not finish its export")
+    work = a.work / f"p{period['period']:03d}"
+    for name in RESULTS:
+        if name != "period.json" and (a.results / name).exists():
+            shutil.copyfile(a.results / name, work / name)
+    for name in ("train", "export"):
+        period["timings"][name] = remote["timings"][name]
+    period["machine"] = remote["machine"]
+    carry.save_period(work, period)
+    print(f"gpu: period {period['period']} trained on {remote['machine']['gpu'] or remote['machine']['cpu']}; "
+          "continue.py goes on with the scores")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("pack", "train", "receive"):
+        s = sub.add_parser(name)
+        s.add_argument("--pack", type=Path, default=ROOT / ".device", help="the packed corpora's folder")
+        s.add_argument("--state", type=Path, default=ROOT / "recipes" / "voices" / "state")
+        s.add_argument("--work", type=Path, default=ROOT / "runs" / "continue")
+        s.add_argument("--synthetic", type=Path, default=ROOT / "data" / "synthetic")
+        s.add_argument("--jobs", type=int, default=2, help="encoding (pack) or rendering (train) processes")
+    sub.choices["pack"].add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
+    sub.choices["train"].add_argument("--minutes", type=float, default=6.0, help="wall minutes of training")
+    sub.choices["train"].add_argument("--out", type=Path, required=True, help="where the results go")
+    sub.choices["train"].add_argument("--accelerator", default="gpu", help="Lightning's accelerator")
+    sub.choices["train"].add_argument("--variants-dir", type=Path, default=ROOT / "data" / "variants")
+    sub.choices["train"].add_argument("overrides", nargs="*", help="extra Hydra overrides for training")
+    sub.choices["receive"].add_argument("results", type=Path, help="the folder `train --out` filled")
+    a = p.parse_args(argv)
+    {"pack": pack, "train": train, "receive": receive}[a.command](a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
