@@ -175,7 +175,7 @@ def train(cfg: TrainConfig) -> Path:
     log.info("train %d utts (%.1f h), valid %d utts, %.2fM parameters", len(data.train_utts),
              sum(u.duration for u in data.train_utts) / 3600, len(data.valid_utts),
              sum(p.numel() for p in module.encoder.parameters()) / 1e6)
-    trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None)
+    trainer.fit(module, datamodule=data, ckpt_path=str(last) if last.exists() else None, weights_only=True)
     if not trainer.is_global_zero:  # rank 0 exports
         return run_dir / "model.safetensors"
     best = checkpoints[0].best_model_path or str(last)

@@ -1,8 +1,8 @@
 """Train a period of the continued retrain on a GPU machine that has none of the data:
 
     python recipes/voices/continue.py --stop-after data      # here: the period's corpora
-    python recipes/voices/gpu.py pack                        # here: them, as Opus, into .device/ (~40 MB)
-    # there, with the checkout and .device/ copied over:
+    python recipes/voices/gpu.py pack                        # here: them, as Opus, in .device/ and .device.zip
+    # there, with the checkout and .device.zip (~46 MiB) copied over:
     python recipes/voices/gpu.py train --minutes 6 --out RESULTS
     # here, with RESULTS copied back:
     python recipes/voices/gpu.py receive RESULTS
@@ -22,6 +22,7 @@ import json
 import shutil
 import subprocess
 import sys
+import zipfile
 from multiprocessing import Pool
 from pathlib import Path
 
@@ -81,11 +82,20 @@ def pack(a: argparse.Namespace) -> None:
             size = sum(pool.imap_unordered(_encode, jobs, chunksize=16))
     else:
         size = sum(map(_encode, jobs))
-    print(f"gpu: {len(jobs)} files of period {period['period']}'s corpora in {a.pack}: {size / 2**20:.1f} MiB of audio")
+    archive = a.pack.with_suffix(".zip")  # one file to copy: Opus stored as it is, the manifests deflated
+    with zipfile.ZipFile(archive, "w") as z:
+        for path in sorted(p for p in a.pack.rglob("*") if p.is_file()):
+            z.write(path, path.relative_to(a.pack), zipfile.ZIP_STORED if path.suffix == ".ogg" else zipfile.ZIP_DEFLATED)
+    print(f"gpu: {len(jobs)} files of period {period['period']}'s corpora in {a.pack} ({size / 2**20:.1f} MiB of audio), "
+          f"and as one file in {archive} ({archive.stat().st_size / 2**20:.1f} MiB)")
 
 
 def train(a: argparse.Namespace) -> None:
-    """continue.py's training and export phases from the pack, then the results (float16) into a.out."""
+    """continue.py's training and export phases from the pack (unpacked from its .zip when only that came
+    along), then the results (float16) into a.out."""
+    if not a.pack.exists() and a.pack.with_suffix(".zip").exists():
+        with zipfile.ZipFile(a.pack.with_suffix(".zip")) as z:
+            z.extractall(a.pack)
     command = [sys.executable, str(ROOT / "recipes" / "voices" / "continue.py"), "--data-root", str(a.pack / "data"),
                "--synthetic", str(a.pack / "synthetic"), "--skip-data", "--stop-after", "export",
                "--minutes", str(a.minutes), "--variants-dir", str(a.variants_dir), "--jobs", str(a.jobs), "--work", str(a.work), "--state", str(a.state),
