@@ -19,6 +19,7 @@ from helpers import DATA, ROOT, SPEECHOCEAN, recipe_module, small_manifest
 
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
 SCRIPT = ROOT / "recipes/voices/continue.py"
+SHIPPED_LAYERS = load_model()[0].cfg.n_layers  # the toy run grows the shipped model by one block
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_two_periods_the_second_on_a_fresh_machine(tmp_path, cont, capsys):
     def period(work):
         args = ["--work", str(work), "--state", str(state), "--progress", str(progress), "--data-root", str(DATA),
                 "--synthetic", str(synthetic), "--variants-dir", str(tmp_path / "variants"), "--skip-data",
-                "--layers", "7", "--score-limit", "2", "--minutes", "5", "--jobs", "1", "--", *toy]
+                "--layers", str(SHIPPED_LAYERS + 1), "--score-limit", "2", "--minutes", "5", "--jobs", "1", "--", *toy]
         assert cont.main(args) == 0, capsys.readouterr().err[-3000:]
 
     period(tmp_path / "machine1")
@@ -66,7 +67,7 @@ def test_two_periods_the_second_on_a_fresh_machine(tmp_path, cont, capsys):
     printed = capsys.readouterr().out
     assert "saved moments" in printed and "fresh moments, re-warmed" in printed
     first = json.loads((state / "state.json").read_text())
-    assert first["period"] == 1 and first["steps"] == 2 and first["layers"] == 7
+    assert first["period"] == 1 and first["steps"] == 2 and first["layers"] == SHIPPED_LAYERS + 1
     assert [s["start"] for s in first["kokoro_slices"]] == [0] and first["kokoro_slices"][0]["end"] == 3
     weights = load_file(str(state / "model.safetensors"))
     assert weights["blocks.0.ff.0.weight"].dtype == torch.float16 and weights["cmvn.mean"].dtype == torch.float32
@@ -106,12 +107,12 @@ def test_a_cut_off_period_resumes_in_its_own_run_folder(tmp_path, cont, capsys):
 
 def test_the_grown_model_computes_what_the_shipped_one_does():
     encoder, _, _ = load_model()
-    grown = deepen(encoder, 9).eval()
-    assert len(grown.blocks) == 9
+    grown = deepen(encoder, SHIPPED_LAYERS + 3).eval()
+    assert len(grown.blocks) == SHIPPED_LAYERS + 3
     feats = torch.randn(1, 200, 80)
     assert torch.equal(encoder(feats)[0], grown(feats)[0])
     with pytest.raises(ValueError, match="fewer"):
-        deepen(encoder, 3)
+        deepen(encoder, SHIPPED_LAYERS - 1)
 
 
 def test_the_schedule_continues_from_its_position_and_rewarms():
@@ -145,7 +146,7 @@ def test_a_period_trained_on_another_machine_from_the_packed_corpora(tmp_path, c
     kokoro_slice(synthetic, rows[:2], 4, 5, 7)
     encoder, tokenizer, _ = load_model()  # a committed state as after period 3 (10 steps, one slice)
     state.mkdir()
-    save_model(state / "model.safetensors", deepen(encoder, 7), tokenizer, {}, half=True)
+    save_model(state / "model.safetensors", encoder, tokenizer, {}, half=True)
     (state / "state.json").write_text(json.dumps({"period": 3, "steps": 10, "train_minutes": 1.0,
                                                   "kokoro_hours_seen": 0.01, "kokoro_slices": [
         {"period": 3, "manifest": "train_kokoro_en_p003.jsonl", "start": 0, "end": 5, "blend_seed": 20261128}]}))
@@ -182,3 +183,16 @@ def test_a_period_trained_on_another_machine_from_the_packed_corpora(tmp_path, c
     assert row["period"] == 4 and row["steps"] == 12 and row["machine"] == remote["machine"]
     assert row["phase_minutes"]["train"] == remote["timings"]["train"]
     assert json.loads((state / "state.json").read_text())["period"] == 4
+
+
+def test_the_curve_keeps_its_starting_point_when_a_period_is_promoted(tmp_path):
+    progress = tmp_path / "progress.jsonl"
+    first = {"dev_greedy": 80.0, "dev_beam": 54.0, "fsdd_beam": 2.0, "synthetic_check_beam": 59.0, "kokoro_check_beam": 62.0}
+    carry.write_reference(progress, first)  # the shipped model the run grows from
+    promoted = {**first, "dev_beam": 49.5}
+    carry.write_reference(progress, promoted)  # a period promoted: the new shipped model
+    reference = json.loads(carry.reference_path(progress).read_text())
+    assert reference["dev_beam"] == 49.5 and reference["start"] == first
+    progress.write_text(json.dumps({"period": 1, "train_minutes": 60.0, **promoted}) + "\n")
+    carry.plot_progress(progress, tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 0

@@ -223,7 +223,8 @@ def test_bundled_export_is_the_bundled_model(default_export):
     torch_model, _ = default_export
     bundled, tokenizer, info = load_onnx()  # asr/pretrained/onnx, shipped in the package
     _, _, torch_info = load_model()
-    assert bundled.cfg == torch_model.cfg and info["averaged_models"] == torch_info["averaged_models"]
+    assert bundled.cfg == torch_model.cfg
+    assert {k: v for k, v in info.items() if k != "onnx"} == torch_info  # the export of this very model file
     feats = speechlike_feats(torch_model, 300, seed=4)
     np.testing.assert_allclose(run_stream(bundled, feats, 50)[0], run_stream(torch_model, feats, 50)[0],
                                atol=1e-4, rtol=0, err_msg="re-export: python -m asr.export --onnx asr/pretrained/onnx --int8")

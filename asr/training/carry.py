@@ -144,9 +144,14 @@ def reference_path(progress: Path) -> Path:
 
 
 def write_reference(progress: Path, wers: dict[str, float]) -> None:
-    """The shipped model's scores on the progress row's sets, beside the progress file (the reference lines)."""
-    _write_json(reference_path(progress), {"model": "asr/pretrained/default.safetensors",
-                                           "date": time.strftime("%Y-%m-%d", time.gmtime()), **wers})
+    """The shipped model's scores on the progress row's sets, beside the progress file (the reference lines).
+    The first reference written is the model the run grew from: it stays as "start", the curve's 0-h point,
+    when a promoted period later becomes the shipped model."""
+    path = reference_path(progress)
+    old = json.loads(path.read_text()) if path.exists() else None
+    start = old.get("start", {c: old[c] for c in COLUMNS if c in old}) if old else dict(wers)
+    _write_json(path, {"model": "asr/pretrained/default.safetensors",
+                       "date": time.strftime("%Y-%m-%d", time.gmtime()), **wers, "start": start})
 
 
 PROMOTE_ON = ("dev_beam", "synthetic_check_beam", "kokoro_check_beam")  # must beat the shipped model on each
@@ -187,10 +192,15 @@ def plot_progress(progress: Path, out: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     hours = [r["train_minutes"] / 60 for r in rows]
     for (column, label), color in zip(COLUMNS.items(), plt.rcParams["axes.prop_cycle"].by_key()["color"]):
-        start = [shipped[column]] if column in shipped else []  # at 0 h the grown model is the shipped one
+        first = shipped.get("start", shipped)  # at 0 h the grown model computes what the model it grew from did
+        start = [first[column]] if column in first else []
         ax.plot([0.0] * len(start) + hours, start + [r[column] for r in rows], "o-", color=color, label=label)
         if column in shipped:
             ax.axhline(shipped[column], color=color, linestyle="--", linewidth=0.8)
+    for r, h in zip(rows, hours):  # a period on a GPU buys far more steps per wall hour than one on 2 cores
+        if (r.get("machine") or {}).get("gpu"):
+            ax.annotate(r["machine"]["gpu"].removeprefix("NVIDIA "), (h, r["dev_greedy"]), textcoords="offset points",
+                        xytext=(0, 8), ha="center", fontsize=7)
     ax.set_xlabel("cumulative training (hours of wall time, all periods)")
     ax.set_ylabel("WER (%)")
     ax.set_title("The continued retrain, period by period (dashed: the shipped model)")
