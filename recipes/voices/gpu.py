@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from asr.manifest import read_manifest  # noqa: E402
+from asr.manifest import read_manifest, write_manifest  # noqa: E402
 from asr.training import carry  # noqa: E402
 
 OPUS_LEVEL = 0.975  # libsndfile's Opus compression level: about 13 kbit/s for 16 kHz speech
@@ -52,16 +52,19 @@ def _encode(job: tuple[Path, Path]) -> int:
 
 
 def _pack_manifest(manifest: Path, out: Path, split: str = "", audio: bool = True) -> list[tuple[Path, Path]]:
-    """Copy `manifest`'s rows (of `split`) to `out` with each audio path ending in .ogg; the encoding jobs."""
-    rows = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if not split or r.get("split", "") in ("", split)]  # as read_manifest keeps them
+    """Write `manifest`'s utterances (of `split`, as read_manifest keeps them) to `out`, each audio path
+    ending in .ogg; the encoding jobs. A path outside the manifest's folder lands under abs/, so that
+    nothing is written outside `out`'s folder."""
     utts = read_manifest(manifest, split)
+    targets = []
+    for u in utts:
+        inside = u.audio.is_relative_to(manifest.parent) and ".." not in u.audio.relative_to(manifest.parent).parts
+        relative = u.audio.relative_to(manifest.parent) if inside else Path("abs", *u.audio.resolve().parts[1:])
+        targets.append(relative.with_suffix(".ogg"))
     out.parent.mkdir(parents=True, exist_ok=True)
-    for row in rows:  # absolute paths land under abs/, so that nothing is written outside `out`'s folder
-        audio = Path(row["audio"])
-        row["audio"] = str((Path("abs", *audio.parts[1:]) if audio.is_absolute() else audio).with_suffix(".ogg"))
-    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return [(u.audio, out.parent / r["audio"]) for u, r in zip(utts, rows)] if audio else []
+    write_manifest(out, [{"audio": str(t), "duration": u.duration, "text": u.text, "speaker": u.speaker, "split": u.split}
+                         for u, t in zip(utts, targets)])
+    return [(u.audio, out.parent / t) for u, t in zip(utts, targets)] if audio else []
 
 
 def pack(a: argparse.Namespace) -> None:
@@ -98,7 +101,8 @@ def train(a: argparse.Namespace) -> None:
             z.extractall(a.pack)
     command = [sys.executable, str(ROOT / "recipes" / "voices" / "continue.py"), "--data-root", str(a.pack / "data"),
                "--synthetic", str(a.pack / "synthetic"), "--skip-data", "--stop-after", "export",
-               "--minutes", str(a.minutes), "--variants-dir", str(a.variants_dir), "--jobs", str(a.jobs), "--work", str(a.work), "--state", str(a.state),
+               "--minutes", str(a.minutes), "--variants-dir", str(a.variants_dir), "--jobs", str(a.jobs),
+               "--work", str(a.work), "--state", str(a.state),
                "--", f"trainer.accelerator={a.accelerator}", *REMOTE_OVERRIDES, *a.overrides]
     code = subprocess.run(command, cwd=ROOT).returncode
     period, _ = carry.current_period(a.work, a.state, a.pack / "synthetic", carry.BLEND_SEED_BASE)
