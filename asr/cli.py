@@ -14,7 +14,7 @@ from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import DEFAULT_BOOST, read_hotwords
 from asr.endpoint import EndpointConfig
-from asr.model.backend import BACKENDS, default_backend
+from asr.model.backend import BACKENDS
 from asr.recognizer import Recognizer
 from asr.restore.restorer import load_restorer
 
@@ -53,7 +53,8 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
                                         "default: the bundled model")
     parser.add_argument("--backend", choices=BACKENDS, default=None,
                         help="what runs the acoustic model: torch, or onnx (onnxruntime, no torch needed); "
-                             "default: torch where it is installed, else onnx")
+                             "default: onnx for the bundled model where onnxruntime is installed (its export ships "
+                             "with it and gives the same text, faster), torch for a .safetensors --model")
     parser.add_argument("--onnx-dir", help="an exported ONNX folder (python -m asr.export); implies --backend onnx")
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="CPU threads for the acoustic model (default 1: a 500 ms chunk is too small to "
@@ -121,7 +122,7 @@ def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
 
 def load_recognizer(args: argparse.Namespace) -> Recognizer:
     """The acoustic model the options name (raises ModelError with a one-line reason)."""
-    backend = "onnx" if args.onnx_dir else args.backend or default_backend()
+    backend = "onnx" if args.onnx_dir else args.backend  # None: default_backend(the model)
     return Recognizer.load(args.onnx_dir or args.model, backend, args.threads)
 
 

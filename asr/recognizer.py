@@ -57,8 +57,9 @@ class Recognizer:
         self.tail = np.zeros(round(tail_seconds * self.fbank.cfg.sample_rate), np.float32)
 
     @classmethod
-    def load(cls, path: str | Path | None = None, backend: str = "torch", threads: int = 1) -> "Recognizer":
-        """The model at `path` (torch: a .safetensors file; onnx: an exported folder), else the bundled one."""
+    def load(cls, path: str | Path | None = None, backend: str | None = None, threads: int = 1) -> "Recognizer":
+        """The model at `path` (torch: a .safetensors file; onnx: an exported folder), else the bundled one;
+        `backend` None: `asr.model.backend.default_backend(path)`."""
         return cls(*load_backend(path, backend, threads))
 
     @property

@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         log("onnx: torch vs ONNX fp32 vs ONNX int8")
         results["onnx"] = onnx_bench.run(limit=args.limit, out=args.out)
         log("serve: concurrent real-time streams")
-        serve_bench.main(["--out", str(args.out)])
+        serve_bench.main(["--out", str(args.out), "--server-args=--backend torch"])
         results["serve"] = json.loads((args.out / "serve.json").read_text())
         log("serve: the same with --backend onnx")
         serve_bench.main(["--out", str(args.out), "--server-args=--backend onnx", "--name", "serve_onnx"])

@@ -4,9 +4,11 @@ weights, step, schedule position and the Kokoro slices already used) rather than
 cut off mid-way resumes from its own run folder; the grown model starts exactly where the shipped one is."""
 import json
 import shutil
+import time
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
 from asr.model.loader import load_model, save_model
@@ -171,7 +173,9 @@ def test_a_period_trained_on_another_machine_from_the_packed_corpora(tmp_path, c
     shutil.rmtree(pack)  # only the one-file copy travels: train unpacks it
     assert gpu.main(["train", "--pack", str(pack), "--work", str(there), "--state", str(state), "--jobs", "1",
                      "--accelerator", "cpu", "--out", str(results), "--variants-dir", str(tmp_path / "remote"),
-                     "--minutes", "5", *toy]) == 0
+                     "--call-minutes", "5", *toy]) == 0
+    config = next(p for p in there.rglob("config.yaml") if ".hydra" not in p.parts)  # the call's end reached training as a deadline, its export time kept
+    assert 0 < OmegaConf.load(config).stop_at - time.time() < 300 - gpu.EXPORT_SECONDS
     assert sorted(p.name for p in results.iterdir()) == sorted(gpu.RESULTS)
     assert load_file(str(results / "candidate.safetensors"))["blocks.0.ff.0.weight"].dtype == torch.float16
     assert not (here / "p004" / "last.safetensors").exists()  # nothing was trained here

@@ -71,6 +71,19 @@ def test_evaluate_onnx_equals_torch(tmp_path):
         assert reports["onnx"]["summary"][key] == reports["torch"]["summary"][key]
 
 
+def test_the_default_backend_follows_the_model(tmp_path, monkeypatch):
+    """The bundled model runs on its shipped export where onnxruntime is installed; a .safetensors file
+    needs torch; an exported folder or graph needs onnxruntime; without onnxruntime, torch."""
+    from asr.model.backend import default_backend
+    from asr.recognizer import Recognizer
+    assert default_backend() == "onnx"
+    assert Recognizer.load().info["onnx"]["graph"] == "encoder.onnx"  # the fp32 graph, not int8
+    assert default_backend(tmp_path / "model.safetensors") == "torch"
+    assert default_backend(tmp_path) == "onnx" and default_backend(tmp_path / "encoder.int8.onnx") == "onnx"
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    assert default_backend() == "torch"
+
+
 def test_bad_onnx_dir_is_one_error_line(tmp_path):
     for folder in (tmp_path / "missing", tmp_path):
         result = run_tool("transcribe", EXAMPLES[0], "--onnx-dir", str(folder), torch_free=True)

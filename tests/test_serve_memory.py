@@ -1,4 +1,4 @@
-"""asr.serve's memory returns to its baseline after 1000 connect/disconnect cycles."""
+"""asr.serve's memory stays at its baseline over 750 connect/disconnect cycles after a warm-up of 400."""
 from __future__ import annotations
 
 import asyncio
@@ -44,17 +44,19 @@ async def cycles(url: str, audio: bytes, count: int, parallel: int = 8) -> None:
         await asyncio.gather(*(cycle(url, audio, i % 3) for i in range(start, min(count, start + parallel))))
 
 
-def test_rss_returns_to_baseline_after_1000_connections():
+def test_rss_stays_at_its_baseline_over_750_connections():
     audio = sf.read(EXAMPLES / "synthetic_slt.flac", dtype="int16")[0].tobytes()
     server = ServerProcess("--workers", "1")  # the RSS measured is the serving process's own
     url = f"ws://127.0.0.1:{server.port}/asr"
     try:
-        asyncio.run(cycles(url, audio, 150))  # warm up: allocator pools, LM caches, code paths
+        # Warm up: allocator pools, LM caches, code paths. On the onnx backend the RSS still rises by
+        # ~13 MB between 150 and 400 cycles, then stays flat to 1600 (measured 2026-11-26).
+        asyncio.run(cycles(url, audio, 400))
         baseline = rss_mb(server.proc.pid)
-        asyncio.run(cycles(url, audio, 1000))
+        asyncio.run(cycles(url, audio, 750))
         after = rss_mb(server.proc.pid)
     finally:
         server.stop()
     assert server.proc.returncode == 0
     print(f"RSS {baseline:.1f} MB -> {after:.1f} MB")
-    assert after - baseline < 10, f"RSS grew from {baseline:.1f} MB to {after:.1f} MB over 1000 connections"
+    assert after - baseline < 8, f"RSS grew from {baseline:.1f} MB to {after:.1f} MB over 750 connections"

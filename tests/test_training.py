@@ -89,3 +89,24 @@ def test_fine_tuning_takes_architecture_from_the_file_and_dropout_from_the_run(t
     assert module.encoder.cfg == replace(encoder.cfg, dropout=0.3)
     for name, tensor in encoder.state_dict().items():
         assert torch.equal(module.encoder.state_dict()[name], tensor)
+
+
+def test_a_wall_clock_stop_ends_at_the_sooner_of_its_budget_and_its_deadline(tmp_path):
+    """stop_after_minutes counts from the start of fitting; stop_at (a lent machine's end) may come first."""
+    import time
+    from types import SimpleNamespace
+
+    from asr.training.train import WallClockStop
+
+    def trainer():
+        saved = []
+        strategy = SimpleNamespace(reduce_boolean_decision=lambda decision, all=True: decision)
+        return SimpleNamespace(strategy=strategy, should_stop=False, saved=saved, save_checkpoint=saved.append)
+
+    for minutes, stop_at, stops in [(60, None, False), (60, time.time() - 1, True), (60, time.time() + 600, False),
+                                    (0, time.time() + 600, True), (None, time.time() - 1, True)]:
+        t, stop = trainer(), WallClockStop(minutes, tmp_path / "last.ckpt", stop_at)
+        stop.on_train_start(t, None)
+        time.sleep(0.01)
+        stop.on_train_batch_end(t)
+        assert t.should_stop is stops and t.saved == ([tmp_path / "last.ckpt"] if stops else []), (minutes, stop_at)

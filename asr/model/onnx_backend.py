@@ -136,6 +136,7 @@ def load_onnx(path: str | Path | None = None, threads: int = 1,
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.log_severity_level = 3
         options.enable_cpu_mem_arena = False  # chunks are small: an arena only holds on to memory
+        options.enable_mem_pattern = False  # its plans are cached per input shape, and streams batch in many shapes
         session = ort.InferenceSession(str(path / name), options, providers=["CPUExecutionProvider"])
         tokenizer = Tokenizer.from_bytes((path / meta["files"]["tokenizer"]).read_bytes())
         model = OnnxModel(session, meta)

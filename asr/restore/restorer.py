@@ -9,13 +9,13 @@ case, with its mark attached), so word timestamps still line up with it.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from asr.model.backend import installed
 from asr.pretrained import bundled
 from asr.restore.labels import render
 
@@ -87,10 +87,7 @@ def _onnx_run(path: Path, threads: int) -> tuple[list[str], Callable]:
 
 def default_backend() -> str:
     """onnx where onnxruntime is installed (lighter and faster for this small network), else torch."""
-    try:
-        return "onnx" if importlib.util.find_spec("onnxruntime") is not None else "torch"
-    except ValueError:
-        return "torch"
+    return "onnx" if installed("onnxruntime") else "torch"
 
 
 def bundled_restorer(backend: str | None = None) -> Path | None:

@@ -63,6 +63,7 @@ class TrainConfig:
     keep_every_steps: int = 500  # step<N>.ckpt: the newest keep_checkpoints of these stay, for averaging
     keep_checkpoints: int = 6
     stop_after_minutes: float | None = None  # end this process's fitting after this wall time (last.ckpt saved)
+    stop_at: float | None = None  # or at this Unix time, if sooner (a machine lent for a fixed time)
     select_by: str = "val_cer"  # validation metric that picks best.ckpt (CER tracks progress before WER moves)
     cmvn_utterances: int = 400  # training utterances used to estimate the global mean/std
 

@@ -84,14 +84,18 @@ def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeou
 
 
 class WallClockStop(L.Callback):
-    """Ends fitting once `minutes` of wall time have passed since it started, saving `last` first, so a
-    run given a time budget (a working period) stops cleanly and its next run resumes from that step."""
+    """Ends fitting once `minutes` of wall time have passed since it started, or at the Unix time `stop_at`
+    if that comes first, saving `last` first, so a run given a time budget (a working period, a lent
+    machine) stops cleanly and its next run resumes from that step."""
 
-    def __init__(self, minutes: float, last: Path):
-        self.minutes, self.last, self.deadline = minutes, last, math.inf
+    def __init__(self, minutes: float | None, last: Path, stop_at: float | None = None):
+        self.minutes, self.last, self.stop_at, self.deadline = minutes, last, stop_at, math.inf
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.deadline = time.monotonic() + 60 * self.minutes
+        budget = math.inf if self.minutes is None else 60 * self.minutes
+        if self.stop_at is not None:
+            budget = min(budget, self.stop_at - time.time())
+        self.deadline = time.monotonic() + budget
 
     def on_train_batch_end(self, trainer: L.Trainer, *args) -> None:
         if trainer.strategy.reduce_boolean_decision(time.monotonic() > self.deadline, all=False):
@@ -159,8 +163,8 @@ def train(cfg: TrainConfig) -> Path:
         ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=0, every_n_train_steps=cfg.checkpoint_every_steps),
     ]
     callbacks = [*checkpoints, LearningRateMonitor("step"), StepTimes(run_dir / "step_times.json")]
-    if cfg.stop_after_minutes is not None:
-        callbacks.append(WallClockStop(cfg.stop_after_minutes, last))
+    if cfg.stop_after_minutes is not None or cfg.stop_at is not None:
+        callbacks.append(WallClockStop(cfg.stop_after_minutes, last, cfg.stop_at))
     # The batch sampler shards itself across ranks (BucketBatchSampler): Lightning must not try to.
     trainer = L.Trainer(**OmegaConf.to_container(OmegaConf.structured(cfg.trainer)),
                         default_root_dir=run_dir, logger=CSVLogger(run_dir, name="logs"),

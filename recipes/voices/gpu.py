@@ -3,7 +3,7 @@
     python recipes/voices/continue.py --stop-after data      # here: the period's corpora
     python recipes/voices/gpu.py pack                        # here: them, as Opus, in .device/ and .device.zip
     # there, with the checkout and .device.zip (~46 MiB) copied over:
-    python recipes/voices/gpu.py train --minutes 6 --out RESULTS
+    python recipes/voices/gpu.py train --call-minutes 9.5 --out RESULTS
     # here, with RESULTS copied back:
     python recipes/voices/gpu.py receive RESULTS
     python recipes/voices/continue.py                        # scores, the progress row, the new state
@@ -22,6 +22,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from multiprocessing import Pool
 from pathlib import Path
@@ -34,6 +35,7 @@ from asr.training import carry  # noqa: E402
 OPUS_LEVEL = 0.975  # libsndfile's Opus compression level: about 13 kbit/s for 16 kHz speech
 RESULTS = ("last.safetensors", "candidate.safetensors", "period.json", "step_times.json", "train.log")
 REMOTE_OVERRIDES = ["trainer.limit_val_batches=0", "trainer.enable_progress_bar=false"]  # dev's audio stays here
+EXPORT_SECONDS = 90  # --call-minutes keeps this much after fitting: checkpoint averaging, export, float16 copies
 
 
 def _encode(job: tuple[Path, Path]) -> int:
@@ -96,14 +98,16 @@ def pack(a: argparse.Namespace) -> None:
 def train(a: argparse.Namespace) -> None:
     """continue.py's training and export phases from the pack (unpacked from its .zip when only that came
     along), then the results (float16) into a.out."""
+    began = time.time()
+    deadline = [] if a.call_minutes is None else [f"stop_at={began + 60 * a.call_minutes - EXPORT_SECONDS:.0f}"]
     if not a.pack.exists() and a.pack.with_suffix(".zip").exists():
         with zipfile.ZipFile(a.pack.with_suffix(".zip")) as z:
             z.extractall(a.pack)
     command = [sys.executable, str(ROOT / "recipes" / "voices" / "continue.py"), "--data-root", str(a.pack / "data"),
                "--synthetic", str(a.pack / "synthetic"), "--skip-data", "--stop-after", "export",
-               "--minutes", str(a.minutes), "--variants-dir", str(a.variants_dir), "--jobs", str(a.jobs),
+               "--minutes", str(a.minutes or a.call_minutes or 6.0), "--variants-dir", str(a.variants_dir), "--jobs", str(a.jobs),
                "--work", str(a.work), "--state", str(a.state),
-               "--", f"trainer.accelerator={a.accelerator}", *REMOTE_OVERRIDES, *a.overrides]
+               "--", f"trainer.accelerator={a.accelerator}", *REMOTE_OVERRIDES, *deadline, *a.overrides]
     code = subprocess.run(command, cwd=ROOT).returncode
     period, _ = carry.current_period(a.work, a.state, a.pack / "synthetic", carry.BLEND_SEED_BASE)
     work = a.work / f"p{period['period']:03d}"
@@ -152,7 +156,11 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--synthetic", type=Path, default=ROOT / "data" / "synthetic")
         s.add_argument("--jobs", type=int, default=2, help="encoding (pack) or rendering (train) processes")
     sub.choices["pack"].add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
-    sub.choices["train"].add_argument("--minutes", type=float, default=6.0, help="wall minutes of training")
+    sub.choices["train"].add_argument("--minutes", type=float, default=None,
+                                      help="wall minutes of fitting at most (default: --call-minutes, else 6)")
+    sub.choices["train"].add_argument("--call-minutes", type=float, default=None,
+                                      help="wall minutes this whole command may take (a device call's limit): fitting "
+                                           f"ends {EXPORT_SECONDS} s before them, whatever rendering took")
     sub.choices["train"].add_argument("--out", type=Path, required=True, help="where the results go")
     sub.choices["train"].add_argument("--accelerator", default="gpu", help="Lightning's accelerator")
     sub.choices["train"].add_argument("--variants-dir", type=Path, default=ROOT / "data" / "variants")
