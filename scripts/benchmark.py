@@ -276,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         log("speed")
         threads = sorted({1, os.cpu_count() or 1, 2} & set(range(1, (os.cpu_count() or 1) + 1)))
         batch_manifest = write_wavs(selected, work / "batch")
-        results["speed"] = {"clips": len(selected), "threads": ours.thread_rtf(recognizer, beam or Decoder(recognizer.tokenizer), selected, chunk, threads),
+        on_torch = recognizer if "onnx" not in recognizer.info else Recognizer.load(args.model, "torch")  # sets torch threads
+        results["speed"] = {"clips": len(selected), "threads": ours.thread_rtf(on_torch, beam or Decoder(recognizer.tokenizer), selected, chunk, threads),
                             "batch": ours.batch_throughput(args.model, batch_manifest, total, len(selected), max(threads))}
     results["latency"] = {"chunk_ms": ours.percentiles(chunk_all), "word_delay_s": ours.percentiles(words_all),
                           "endpoint_s": ours.endpoint_stats(endpoint_all, not_fired_all), "chunk_ms_all": chunk_all, "word_delay_s_all": words_all}
@@ -317,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     results["targets"] = targets(results)
     results["meta"] = {"command": "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
                        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
-                       "torch": torch.__version__, "model": args.model or "bundled default", "lm": (args.lm or "bundled default") if beam else None,
+                       "torch": torch.__version__, "model": args.model or "bundled default",
+                       "backend": "onnx" if "onnx" in recognizer.info else "torch", "lm": (args.lm or "bundled default") if beam else None,
                        "untrained": bool(recognizer.info.get("untrained")), "limit": args.limit, "smoke": args.smoke,
                        "chunk_ms": args.chunk_ms, "peer_limit": args.peer_limit, "rerun_limit": args.rerun_limit,
                        "endpoint_limit": args.endpoint_limit, "preset_seconds": args.preset_seconds,

@@ -115,7 +115,8 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
            f"{meta['elapsed_min']:.1f} min). Model: `{meta['model']}`" + (" — **untrained (random weights): "
            "accuracy numbers are meaningless**" if meta["untrained"] else "") + ".",
            f"Sets: {', '.join(meta['set_notes'])}. Limit: {meta['limit'] or 'all'} utterances per set. "
-           f"Streaming uses {meta['chunk_ms']:g} ms chunks; our model runs on 1 torch thread unless stated."
+           f"Streaming uses {meta['chunk_ms']:g} ms chunks; our model runs on the {meta.get('backend', 'torch')} "
+           "backend (the default for the model), 1 thread, unless stated."
            + (f" Beam rows: lexicon beam search with the word LM ({meta['lm']})." if meta.get("lm") else "") + "\n"]
     if meta["smoke"]:
         out.append("**Smoke run** (tiny sizes for the test suite): the numbers only show that every part runs.\n")
@@ -142,7 +143,8 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
                ", greedy finals") + ".\n",
             latency_table(results), "",
             "## 3. Speed\n", f"Streaming and whole-utterance decoding of {results['speed']['clips']} utterances "
-            "of the first set, per torch thread count:\n", speed_table(results), ""]
+            "of the first set on the torch backend (`--backend torch`), per torch thread count:\n",
+            speed_table(results), ""]
     batch = results["speed"]["batch"]
     if "error" in batch:
         out.append(f"Batch transcription failed: {batch['error']}\n")
@@ -153,8 +155,9 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
                    f"{batch['audio_s_per_s']:.1f} s of audio per second.\n")
     out += ["## 4. Memory\n",
             "Each length streams in a fresh process: real dev utterances looped (generated on the fly), 500 ms "
-            "chunks through the emission loop (`Recognizer.step` + endpointing), 1 thread. Most of the RSS is the "
-            "torch library itself (`import torch` alone took ~730 MB here, measured 2026-11-22); what matters is that the peak does not "
+            "chunks through the emission loop (`Recognizer.step` + endpointing), 1 thread, the default backend. "
+            "Most of the RSS is the torch library, which the benchmark's own helpers import whatever the backend "
+            "(`import torch` alone took ~730 MB here, measured 2026-11-22); what matters is that the peak does not "
             "grow with the length of the stream.\n",
             memory_table(results), "",
             "## 5. Scaling\n",
