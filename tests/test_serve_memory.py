@@ -1,4 +1,4 @@
-"""asr.serve's memory stays at its baseline over 750 connect/disconnect cycles after a warm-up of 400."""
+"""asr.serve's memory does not grow with connect/disconnect cycles (1000 of them after a warm-up of 1000)."""
 from __future__ import annotations
 
 import asyncio
@@ -44,19 +44,24 @@ async def cycles(url: str, audio: bytes, count: int, parallel: int = 8) -> None:
         await asyncio.gather(*(cycle(url, audio, i % 3) for i in range(start, min(count, start + parallel))))
 
 
-def test_rss_stays_at_its_baseline_over_750_connections():
+def test_rss_stays_flat_over_1000_connections_after_warming_up():
+    """A stream's state alone is ~2 MB (12 layers of key/value caches), so a leak of anything per connection
+    shows as a rising level. On the onnx backend the RSS climbs by ~10-15 MB over the first several hundred
+    connections and then levels off (measured 2026-11-26: 200.0, 211.0 after 500, 212.8 after 1000, 213.1
+    after 1500 MB), and it swings by a few MB with the allocator, so the medians of three readings in each
+    half are compared after a long warm-up, not two single readings."""
     audio = sf.read(EXAMPLES / "synthetic_slt.flac", dtype="int16")[0].tobytes()
     server = ServerProcess("--workers", "1")  # the RSS measured is the serving process's own
     url = f"ws://127.0.0.1:{server.port}/asr"
+    readings = []
     try:
-        # Warm up: allocator pools, LM caches, code paths. On the onnx backend the RSS still rises by
-        # ~13 MB between 150 and 400 cycles, then stays flat to 1600 (measured 2026-11-26).
-        asyncio.run(cycles(url, audio, 400))
-        baseline = rss_mb(server.proc.pid)
-        asyncio.run(cycles(url, audio, 750))
-        after = rss_mb(server.proc.pid)
+        asyncio.run(cycles(url, audio, 1000))  # warm up: allocator pools, LM caches, code paths
+        for _ in range(6):
+            asyncio.run(cycles(url, audio, 166))
+            readings.append(rss_mb(server.proc.pid))
     finally:
         server.stop()
     assert server.proc.returncode == 0
-    print(f"RSS {baseline:.1f} MB -> {after:.1f} MB")
-    assert after - baseline < 8, f"RSS grew from {baseline:.1f} MB to {after:.1f} MB over 750 connections"
+    print("RSS every 166 connections:", " ".join(f"{r:.1f}" for r in readings), "MB")
+    early, late = sorted(readings[:3])[1], sorted(readings[3:])[1]  # medians: one reading may swing either way
+    assert late - early < 5, f"the RSS rose from {early:.1f} MB to {late:.1f} MB over 500 connections"
