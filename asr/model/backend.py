@@ -23,7 +23,6 @@ from typing import Any, Protocol
 import numpy as np
 
 from asr.model.config import EncoderConfig
-from asr.pretrained import bundled
 from asr.tokenizer import Tokenizer
 
 BACKENDS = ("torch", "onnx")
@@ -61,7 +60,9 @@ def default_backend(path: str | Path | None = None) -> str:
     ships the model's export (the same text as torch, about twice as fast per chunk at 1 thread), else torch."""
     if path is not None:
         return "onnx" if Path(path).is_dir() or Path(path).suffix == ".onnx" else "torch"
-    if installed("onnxruntime") and bundled("onnx/model.json") is not None:
+    from asr.model.onnx_backend import default_onnx_dir  # here: onnx_backend imports this module
+
+    if installed("onnxruntime") and default_onnx_dir() is not None:
         return "onnx"
     return "torch" if installed("torch") else "onnx"
 
