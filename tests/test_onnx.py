@@ -137,6 +137,7 @@ def test_int8_stays_close_to_fp32(default_export):
     dict(subsampling=2, subsampling_kernel=4, conv_kernel=3),
     dict(subsampling=4, frontend="conv2d", frontend_channels=4, conv_kernel=5, window=16),
     dict(subsampling=4, subsampling_kernel=8, window=1, conv_kernel=2),
+    dict(subsampling=8, frontend="conv2d", frontend_channels=4, conv_kernel=3, window=8),
 ])
 def test_every_architecture_exports_exactly(tmp_path, overrides):
     encoder = tiny_encoder(2, **overrides)

@@ -11,13 +11,15 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from asr.audio import load_audio
+from asr.tokenizer import Tokenizer
 from asr.training.config import OptimConfig
+from asr.training.data import load_sources
 from asr.model.config import EncoderConfig
 from asr.model.loader import load_model, random_model, save_model
 from asr.decoding.decoder import Decoder
 from asr.model.torch_backend import load_torch
 from asr.recognizer import Recognizer
-from asr.training.train import export_checkpoint, module_from_model, train
+from asr.training.train import export_checkpoint, module_from_model, module_with_body, train
 from helpers import CONF, ROOT, SPEECHOCEAN, small_manifest
 
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
@@ -89,6 +91,28 @@ def test_fine_tuning_takes_architecture_from_the_file_and_dropout_from_the_run(t
     assert module.encoder.cfg == replace(encoder.cfg, dropout=0.3)
     for name, tensor in encoder.state_dict().items():
         assert torch.equal(module.encoder.state_dict()[name], tensor)
+
+
+def test_a_body_moves_under_a_coarser_front_end_and_a_new_vocabulary(tmp_path):
+    """init_body_from: the blocks and CMVN of a 40 ms character model under an 80 ms front end and BPE units."""
+    shape = dict(d_model=64, n_layers=2, n_heads=2, window=16, frontend="conv2d", frontend_channels=4, conv_kernel=3)
+    body, _, _ = random_model(EncoderConfig(subsampling=4, **shape))
+    body.cmvn.set_stats(torch.full((80,), -3.0), torch.full((80,), 2.0))
+    save_model(tmp_path / "m.safetensors", body, Tokenizer("char"))
+    manifest = small_manifest(tmp_path, 8)
+    cfg = config(tmp_path / "run", manifest, *[f"model.{k}={v}" for k, v in shape.items()], "model.subsampling=8",
+                 "tokenizer.kind=bpe", "tokenizer.vocab_size=40", "cmvn_utterances=2",
+                 f"init_body_from={tmp_path / 'm.safetensors'}")
+    module = module_with_body(cfg, load_sources(cfg.data.train))
+    assert module.encoder.cfg.subsampling == 8 and module.tokenizer.kind == "bpe"
+    old, new = body.state_dict(), module.encoder.state_dict()
+    taken = [name for name in new if name in old and new[name].shape == old[name].shape]
+    assert any(name.startswith("blocks.") for name in taken) and "cmvn.mean" in taken
+    for name in taken:
+        assert torch.equal(new[name], old[name]), name
+    fresh = set(new) - set(taken)  # the third conv layer, the projection after it, the output layer
+    assert {"subsampling.convs.4.weight", "subsampling.proj.weight", "ctc.weight"} <= fresh
+    assert new["ctc.weight"].shape[0] == module.tokenizer.vocab_size == 40
 
 
 def test_a_wall_clock_stop_ends_at_the_sooner_of_its_budget_and_its_deadline(tmp_path):

@@ -15,7 +15,7 @@ class EncoderConfig:
     max_distance: int = 128  # distance buckets of the position bias when window is None
     ff_mult: int = 4
     dropout: float = 0.1
-    subsampling: int = 4  # S: encoder frame = S x 10 ms (1, 2 or 4)
+    subsampling: int = 4  # S: encoder frame = S x 10 ms (1, 2, 4 or 8)
     frontend: str = "conv1d"  # conv1d: one strided Conv1d; conv2d: log2(S) narrow time-frequency Conv2d layers
     subsampling_kernel: int = 8  # conv1d: feature frames each encoder frame looks at (>= S)
     frontend_channels: int = 32  # conv2d: channels of each Conv2d layer (keep it narrow on CPUs)
@@ -27,8 +27,8 @@ class EncoderConfig:
             raise ValueError(f"n_heads={self.n_heads} must divide d_model={self.d_model}")
         if self.window is not None and self.window < 1:
             raise ValueError(f"window={self.window} must be >= 1 (or null for full attention)")
-        if self.subsampling not in (1, 2, 4):
-            raise ValueError(f"subsampling={self.subsampling} must be 1, 2 or 4")
+        if self.subsampling not in (1, 2, 4, 8):
+            raise ValueError(f"subsampling={self.subsampling} must be 1, 2, 4 or 8")
         if self.frontend not in ("conv1d", "conv2d"):
             raise ValueError(f"frontend={self.frontend!r} must be conv1d or conv2d")
         if self.frontend == "conv1d" and self.subsampling_kernel < self.subsampling:

@@ -136,7 +136,7 @@ def progress_row(period: dict, work: Path, machine: dict) -> dict:
             "train_minutes": round(previous["train_minutes"] + period["timings"]["train"], 1),
             "kokoro_hours_seen": round(previous["kokoro_hours_seen"] + kokoro.get("hours", 0.0), 2),
             **period["wers"], "machine": machine, "phase_minutes": period["timings"],
-            "step_split": step_split(work)}
+            "step_split": step_split(work), "overrides": period.get("overrides", [])}
 
 
 def reference_path(progress: Path) -> Path:

@@ -57,6 +57,8 @@ class TrainConfig:
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     run_dir: str = "runs/default"  # logs, checkpoints and the exported model; a rerun resumes here
     init_from: str | None = None  # start from this exported model's weights, tokenizer and CMVN
+    init_body_from: str | None = None  # or: a new model (this config's shape and tokenizer) taking every tensor
+    # of this exported model with the same name and shape (its blocks and CMVN under a new front end or vocabulary)
     seed: int = 0
     threads: int = 2  # torch intra-op threads on CPU
     checkpoint_every_steps: int = 200  # last.ckpt, for resuming

@@ -60,8 +60,23 @@ def new_module(cfg: TrainConfig, train_utts: list) -> CTCModule:
     return module
 
 
+def module_with_body(cfg: TrainConfig, train_utts: list) -> CTCModule:
+    """A new module (`new_module`) that takes from `cfg.init_body_from` every tensor of the same name and
+    shape: e.g. a trained model's blocks and CMVN under a coarser front end and a subword output layer."""
+    module = new_module(cfg, train_utts)
+    source = load_model(cfg.init_body_from)[0].state_dict()
+    target = module.encoder.state_dict()
+    taken = {name: tensor for name, tensor in source.items() if name in target and target[name].shape == tensor.shape}
+    if not taken:
+        raise ValueError(f"init_body_from={cfg.init_body_from}: no tensor has this model's names and shapes")
+    module.encoder.load_state_dict(taken, strict=False)
+    fresh = sorted(set(target) - set(taken))
+    log.info("init_body_from: %d of %d tensors taken; new: %s", len(taken), len(target), ", ".join(fresh))
+    return module
+
+
 def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeout: float = 3600.0) -> CTCModule:
-    """The run's starting module. Rank 0 builds it (from init_from, or a new tokenizer and CMVN) and
+    """The run's starting module. Rank 0 builds it (from init_from, init_body_from, or a new tokenizer and CMVN) and
     writes `initial` once, atomically; the other ranks wait for that file and load it, so every rank
     holds the same tokenizer and CMVN even when a launcher (torchrun, SLURM) starts them all at once."""
     if initial.exists():
@@ -73,8 +88,12 @@ def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeou
                 raise TimeoutError(f"rank 0 did not write {initial} within {timeout:.0f} s")
             time.sleep(1.0)
         return module_from_model(initial, cfg.optim, cfg.model.dropout)
+    if cfg.init_from and cfg.init_body_from:
+        raise ValueError("give init_from (the whole model) or init_body_from (its matching tensors), not both")
     if cfg.init_from:
         module = module_from_model(cfg.init_from, cfg.optim, cfg.model.dropout)
+    elif cfg.init_body_from:
+        module = module_with_body(cfg, load_sources(cfg.data.train, cfg.data.max_duration))
     else:
         module = new_module(cfg, load_sources(cfg.data.train, cfg.data.max_duration))
     partial = initial.with_name(f".{initial.stem}.{os.getpid()}{initial.suffix}")

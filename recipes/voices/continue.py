@@ -121,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stop-after", choices=PHASES, help="end after this phase (e.g. data: render now, train later)")
     p.add_argument("--score-default", action="store_true",
                    help="only score the shipped model on the progress row's sets (the reference lines), then exit")
+    p.add_argument("--score-run", type=Path, metavar="RUN_DIR",
+                   help="only score another training run (a probe) like a period: its candidate (the mean of its kept "
+                        "checkpoints and its last one) on the progress row's sets, then exit")
     p.add_argument("overrides", nargs="*", help="extra Hydra overrides for the training step (after --)")
     a = p.parse_args(argv)
     a.data_root, a.synthetic = a.data_root.resolve(), a.synthetic.resolve()
@@ -134,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
             carry.plot_progress(a.progress, a.progress.with_suffix(".png"))
         print(f"continue: the shipped model: {json.dumps(wers)}", flush=True)
         return 0
+    if a.score_run:
+        if not (a.score_run / "candidate.safetensors").exists():
+            carry.export_period(a.score_run)
+        wers = score(a, a.score_run / "candidate.safetensors", a.score_run / "scores")
+        print(f"continue: {a.score_run}: {json.dumps(wers)}", flush=True)
+        return 0
     period, origin = carry.current_period(a.work, a.state, a.synthetic, BLEND_SEED_BASE)
     work = a.work / f"p{period['period']:03d}"
     print(f"continue: period {period['period']} ({origin}); phases done: "
@@ -146,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         carry.grow_default(Path(period["init_from"]), a.layers)
 
     actions = {"data": lambda: build_data(a, period, work),
-               "train": lambda: (period.update(machine=machine()), train(a, period, work)),
+               "train": lambda: (period.update(machine=machine(), overrides=a.overrides), train(a, period, work)),
                "export": lambda: carry.export_period(work),
                "score": lambda: period.update(wers=score(a, work / "candidate.safetensors", work / "scores"))}
     for name in PHASES:

@@ -139,7 +139,7 @@ def receive(a: argparse.Namespace) -> None:
             shutil.copyfile(a.results / name, work / name)
     for name in ("train", "export"):
         period["timings"][name] = remote["timings"][name]
-    period["machine"] = remote["machine"]
+    period["machine"], period["overrides"] = remote["machine"], remote.get("overrides", [])
     carry.save_period(work, period)
     print(f"gpu: period {period['period']} trained on {remote['machine']['gpu'] or remote['machine']['cpu']}; "
           "continue.py goes on with the scores")
