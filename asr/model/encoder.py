@@ -57,20 +57,30 @@ class CausalSubsampling(nn.Module):
     conv2d: log2(S) Conv2d layers (3x3, stride 2 in time and frequency, GELU) over the (time, mel)
             plane, then a Linear to D. Shift-invariant in frequency, so it copes better with voices
             of different pitch and vocal-tract length; narrow channels keep it cheap on CPUs. The
-            stack is one strided operator over time with a receptive field of 2S-1 frames.
+            stack is one strided operator over time with a receptive field of 2S-1 frames. For S=8
+            the stack stops at 4 and a Linear merges each pair of its 40 ms frames (2D -> D, starting
+            as their mean): a 40 ms model's front end and blocks carry over unchanged (init_body_from),
+            and the whole is one strided operator over 11 frames.
     """
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.stride, self.two_d = cfg.subsampling, cfg.frontend == "conv2d"
         if self.two_d:
-            self.kernel = 2 * cfg.subsampling - 1
+            stack = min(cfg.subsampling, 4)  # the Conv2d layers' stride; beyond it, frames are merged in pairs
+            self.pairs = cfg.subsampling > stack
+            self.kernel = 2 * stack - 1 + (stack if self.pairs else 0)
             layers, channels, bins = [], 1, cfg.n_mels
-            for _ in range(cfg.subsampling.bit_length() - 1):
+            for _ in range(stack.bit_length() - 1):
                 layers += [nn.Conv2d(channels, cfg.frontend_channels, 3, stride=2), nn.GELU()]
                 channels, bins = cfg.frontend_channels, (bins - 3) // 2 + 1
             self.convs = nn.Sequential(*layers)
             self.proj = nn.Linear(channels * bins, cfg.d_model)
+            if self.pairs:
+                self.merge = nn.Linear(2 * cfg.d_model, cfg.d_model)
+                with torch.no_grad():  # the mean of the pair
+                    self.merge.weight.copy_(0.5 * torch.eye(cfg.d_model).repeat(1, 2))
+                    self.merge.bias.zero_()
         else:
             self.kernel = cfg.subsampling_kernel
             self.conv = nn.Conv1d(cfg.n_mels, cfg.d_model, self.kernel, stride=self.stride)
@@ -88,11 +98,13 @@ class CausalSubsampling(nn.Module):
         """(B, T, F), already left-padded by `left_context` -> (B, (T - kernel) // S + 1, D)."""
         if frames.shape[1] < self.kernel:
             return frames.new_zeros(frames.shape[0], 0, self.proj.out_features)
-        if self.two_d:
-            x = self.convs(frames[:, None]).transpose(1, 2).flatten(2)  # (B, C, T', F') -> (B, T', C F')
-        else:
-            x = F.gelu(self.conv(frames.transpose(1, 2)).transpose(1, 2))  # (B, T', D)
-        return self.proj(x)
+        if not self.two_d:
+            return self.proj(F.gelu(self.conv(frames.transpose(1, 2)).transpose(1, 2)))  # (B, T', D)
+        x = self.proj(self.convs(frames[:, None]).transpose(1, 2).flatten(2))  # (B, C, T', F') -> (B, T', D)
+        if self.pairs:  # (B, 2 T'', D) -> (B, T'', 2 D) -> (B, T'', D); an odd last frame waits for its pair
+            pairs = x.shape[1] // 2
+            x = self.merge(x[:, :2 * pairs].reshape(x.shape[0], pairs, 2 * x.shape[2]))
+        return x
 
 
 class CausalConv(nn.Module):
