@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from asr.decoding.ctc import greedy_decode
 from helpers import PRESETS, preset, tiny_encoder
 
-# front ends: strided Conv1d with factor S and kernel K, or log2(S) stride-2 Conv2d layers
+# front ends: strided Conv1d with factor S and kernel K, or stride-2 Conv2d layers (S=8: two, then pairs merged)
 SUBSAMPLING = [dict(subsampling=1, subsampling_kernel=1), dict(subsampling=2, subsampling_kernel=4),
                dict(subsampling=4, subsampling_kernel=8), dict(subsampling=2, frontend="conv2d", frontend_channels=4),
                dict(subsampling=4, frontend="conv2d", frontend_channels=4),

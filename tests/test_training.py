@@ -19,7 +19,7 @@ from asr.model.loader import load_model, random_model, save_model
 from asr.decoding.decoder import Decoder
 from asr.model.torch_backend import load_torch
 from asr.recognizer import Recognizer
-from asr.training.train import export_checkpoint, module_from_model, module_with_body, train
+from asr.training.train import export_checkpoint, module_from_model, new_module, train
 from helpers import CONF, ROOT, SPEECHOCEAN, small_manifest
 
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
@@ -101,9 +101,8 @@ def test_a_body_moves_under_a_coarser_front_end_and_a_new_vocabulary(tmp_path):
     save_model(tmp_path / "m.safetensors", body, Tokenizer("char"))
     manifest = small_manifest(tmp_path, 8)
     cfg = config(tmp_path / "run", manifest, *[f"model.{k}={v}" for k, v in shape.items()], "model.subsampling=8",
-                 "tokenizer.kind=bpe", "tokenizer.vocab_size=40", "cmvn_utterances=2",
-                 f"init_body_from={tmp_path / 'm.safetensors'}")
-    module = module_with_body(cfg, load_sources(cfg.data.train))
+                 "tokenizer.kind=bpe", "tokenizer.vocab_size=40", f"init_body_from={tmp_path / 'm.safetensors'}")
+    module = new_module(cfg, load_sources(cfg.data.train), body=cfg.init_body_from)
     assert module.encoder.cfg.subsampling == 8 and module.tokenizer.kind == "bpe"
     old, new = body.state_dict(), module.encoder.state_dict()
     taken = [name for name in new if name in old and new[name].shape == old[name].shape]

@@ -16,7 +16,7 @@ class EncoderConfig:
     ff_mult: int = 4
     dropout: float = 0.1
     subsampling: int = 4  # S: encoder frame = S x 10 ms (1, 2, 4 or 8)
-    frontend: str = "conv1d"  # conv1d: one strided Conv1d; conv2d: log2(S) narrow time-frequency Conv2d layers
+    frontend: str = "conv1d"  # conv1d: one strided Conv1d; conv2d: narrow Conv2d layers (S=8: x4, pairs merged)
     subsampling_kernel: int = 8  # conv1d: feature frames each encoder frame looks at (>= S)
     frontend_channels: int = 32  # conv2d: channels of each Conv2d layer (keep it narrow on CPUs)
     conv_kernel: int = 0  # causal depthwise conv module in each block over this many frames (0: none)

@@ -48,31 +48,34 @@ def module_from_model(path: str | Path, optim: OptimConfig, dropout: float) -> C
     return module
 
 
-def new_module(cfg: TrainConfig, train_utts: list) -> CTCModule:
-    """A fresh module: tokenizer trained on the training text, CMVN estimated from the training audio."""
+def new_module(cfg: TrainConfig, train_utts: list, body: str | None = None) -> CTCModule:
+    """A fresh module: tokenizer trained on the training text; with `body` (an exported model), every tensor of
+    the same name and shape taken from it (`take_matching`); CMVN estimated from the training audio unless
+    the body gave it."""
     texts = sorted({normalize(u.text) for u in train_utts})
     tokenizer = Tokenizer.train(texts, cfg.tokenizer.kind, cfg.tokenizer.vocab_size)
     model_cfg = EncoderConfig(**{**OmegaConf.to_container(OmegaConf.structured(cfg.model)),
                                  "vocab_size": tokenizer.vocab_size})
     module = CTCModule(model_cfg, cfg.optim, tokenizer)
-    mean, std = estimate_cmvn(SpeechDataset(train_utts, tokenizer, None), cfg.cmvn_utterances, cfg.seed)
-    module.encoder.cmvn.set_stats(mean, std)
+    taken = take_matching(module.encoder, body) if body else set()
+    if "cmvn.mean" not in taken:
+        mean, std = estimate_cmvn(SpeechDataset(train_utts, tokenizer, None), cfg.cmvn_utterances, cfg.seed)
+        module.encoder.cmvn.set_stats(mean, std)
     return module
 
 
-def module_with_body(cfg: TrainConfig, train_utts: list) -> CTCModule:
-    """A new module (`new_module`) that takes from `cfg.init_body_from` every tensor of the same name and
-    shape: e.g. a trained model's blocks and CMVN under a coarser front end and a subword output layer."""
-    module = new_module(cfg, train_utts)
-    source = load_model(cfg.init_body_from)[0].state_dict()
-    target = module.encoder.state_dict()
+def take_matching(encoder: torch.nn.Module, path: str | Path) -> set[str]:
+    """Load into `encoder` every tensor of the exported model at `path` with the same name and shape (e.g. a
+    40 ms model's front end, blocks and CMVN under 80 ms frames and a subword output layer); their names."""
+    source = load_model(path)[0].state_dict()
+    target = encoder.state_dict()
     taken = {name: tensor for name, tensor in source.items() if name in target and target[name].shape == tensor.shape}
     if not taken:
-        raise ValueError(f"init_body_from={cfg.init_body_from}: no tensor has this model's names and shapes")
-    module.encoder.load_state_dict(taken, strict=False)
-    fresh = sorted(set(target) - set(taken))
-    log.info("init_body_from: %d of %d tensors taken; new: %s", len(taken), len(target), ", ".join(fresh))
-    return module
+        raise ValueError(f"init_body_from={path}: no tensor has this model's names and shapes")
+    encoder.load_state_dict(taken, strict=False)
+    log.info("init_body_from: %d of %d tensors taken; new: %s", len(taken), len(target),
+             ", ".join(sorted(set(target) - set(taken))))
+    return set(taken)
 
 
 def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeout: float = 3600.0) -> CTCModule:
@@ -92,10 +95,8 @@ def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeou
         raise ValueError("give init_from (the whole model) or init_body_from (its matching tensors), not both")
     if cfg.init_from:
         module = module_from_model(cfg.init_from, cfg.optim, cfg.model.dropout)
-    elif cfg.init_body_from:
-        module = module_with_body(cfg, load_sources(cfg.data.train, cfg.data.max_duration))
     else:
-        module = new_module(cfg, load_sources(cfg.data.train, cfg.data.max_duration))
+        module = new_module(cfg, load_sources(cfg.data.train, cfg.data.max_duration), body=cfg.init_body_from)
     partial = initial.with_name(f".{initial.stem}.{os.getpid()}{initial.suffix}")
     save_model(partial, module.encoder, module.tokenizer)
     os.replace(partial, initial)
