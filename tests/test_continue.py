@@ -3,6 +3,7 @@ periods back to back, the second on a machine with no run folder, resumes from t
 weights, step, schedule position and the Kokoro slices already used) rather than from scratch; a period
 cut off mid-way resumes from its own run folder; the grown model starts exactly where the shipped one is."""
 import json
+import os
 import shutil
 import time
 
@@ -200,3 +201,24 @@ def test_the_curve_keeps_its_starting_point_when_a_period_is_promoted(tmp_path):
     progress.write_text(json.dumps({"period": 1, "train_minutes": 60.0, **promoted}) + "\n")
     carry.plot_progress(progress, tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 0
+
+
+def test_a_probe_that_trained_on_is_exported_and_scored_again(tmp_path, cont, monkeypatch):
+    run = tmp_path / "probe"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "scores").mkdir()
+    (run / "scores" / "dev_greedy.json").write_text("{}")
+    exports = []
+    monkeypatch.setattr(cont.carry, "export_period",
+                        lambda work: (exports.append(work), (work / "candidate.safetensors").write_bytes(b"new")))
+    (run / "candidate.safetensors").write_bytes(b"old")
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+    old = time.time() - 60
+    os.utime(run / "candidate.safetensors", (old, old))  # scored a minute ago; it trained on since
+
+    assert cont.probe_candidate(run) == run / "candidate.safetensors"
+    assert exports == [run] and (run / "candidate.safetensors").read_bytes() == b"new"
+    assert not (run / "scores").exists()  # the old weights' scores are gone
+
+    cont.probe_candidate(run)  # nothing new since: the same candidate, no export
+    assert exports == [run]

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -97,6 +98,16 @@ def score(a: argparse.Namespace, model: Path, out: Path) -> dict[str, float]:
     return {name: round(100 * json.loads((out / f"{name}.json").read_text())["summary"]["wer"], 2) for name in sets}
 
 
+def probe_candidate(run: Path) -> Path:
+    """A probe run's candidate weights, exported again (and its old scores dropped) when the run has no
+    candidate yet or has trained on since its last one."""
+    candidate, last = run / "candidate.safetensors", run / "checkpoints" / "last.ckpt"
+    if not candidate.exists() or (last.exists() and last.stat().st_mtime > candidate.stat().st_mtime):
+        carry.export_period(run)
+        shutil.rmtree(run / "scores", ignore_errors=True)
+    return candidate
+
+
 def machine() -> dict:
     return {"cpu": carry.cpu_name(), "cores": os.cpu_count(), "gpu": carry.gpu_name()}
 
@@ -138,9 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"continue: the shipped model: {json.dumps(wers)}", flush=True)
         return 0
     if a.score_run:
-        if not (a.score_run / "candidate.safetensors").exists():
-            carry.export_period(a.score_run)
-        wers = score(a, a.score_run / "candidate.safetensors", a.score_run / "scores")
+        wers = score(a, probe_candidate(a.score_run), a.score_run / "scores")
         print(f"continue: {a.score_run}: {json.dumps(wers)}", flush=True)
         return 0
     period, origin = carry.current_period(a.work, a.state, a.synthetic, BLEND_SEED_BASE)
