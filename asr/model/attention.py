@@ -39,12 +39,9 @@ def last_frames(seq: Tensor, ends: Tensor, count: int) -> Tensor:
     first ends[b] are real -> (B, C, count, ...): each row's last `count` frames up to its real end."""
     if count == 0:  # a window of 1 carries no cache
         return seq[:, :, :0]
-    if torch.onnx.is_in_onnx_export():  # unfold has no ONNX form for dynamic sizes: the same frames by gather
-        index = ends[:, None] + torch.arange(count, device=seq.device)  # (B, count)
-        index = index.view(seq.shape[0], 1, count, *([1] * (seq.dim() - 3))).expand(-1, seq.shape[1], -1, *seq.shape[3:])
-        return seq.gather(2, index)
-    windows = seq.unfold(2, count, 1)  # (B, C, T + 1, ..., count): every run of `count` frames, a view
-    return windows[torch.arange(seq.shape[0]), :, ends].movedim(-1, 2)  # row b's run starting at ends[b]
+    index = ends[:, None] + torch.arange(count, device=seq.device)  # (B, count): row b's frames ends[b] ..
+    index = index.view(seq.shape[0], 1, count, *([1] * (seq.dim() - 3))).expand(-1, seq.shape[1], -1, *seq.shape[3:])
+    return seq.gather(2, index)  # a gather, not unfold: the same op in eager torch and in the ONNX graph
 
 
 class SelfAttention(nn.Module):

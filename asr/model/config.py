@@ -38,3 +38,8 @@ class EncoderConfig:
         if self.n_layers < 1 or self.vocab_size < 2:
             raise ValueError(f"n_layers={self.n_layers} and vocab_size={self.vocab_size} must be >= 1 and >= 2")
         return self
+
+
+def frames_out(frames: int, kernel: int, stride: int) -> int:
+    """Encoder frames that `frames` feature frames (the subsampling's left padding included) complete."""
+    return (frames - kernel) // stride + 1 if frames >= kernel else 0

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from asr.model.attention import SelfAttention, last_frames
-from asr.model.config import EncoderConfig
+from asr.model.config import EncoderConfig, frames_out
 
 
 class GlobalCMVN(nn.Module):
@@ -47,6 +47,22 @@ class EncoderState:
 
     def numel(self) -> int:
         return self.frames.numel() + sum(t.numel() for t in self.keys + self.values + self.convs)
+
+    @staticmethod
+    def cat(states: list["EncoderState"], frames: Tensor | None = None) -> "EncoderState":
+        """The rows of `states`, in order, as one state; `frames`, if given, stands in for their leftover
+        frames (which cannot be joined when their lengths differ)."""
+        return EncoderState(frames=torch.cat([s.frames for s in states]) if frames is None else frames,
+                            invalid=torch.cat([s.invalid for s in states]),
+                            keys=[torch.cat(layer) for layer in zip(*(s.keys for s in states))],
+                            values=[torch.cat(layer) for layer in zip(*(s.values for s in states))],
+                            convs=[torch.cat(layer) for layer in zip(*(s.convs for s in states))])
+
+    def row(self, i: int, frames: Tensor | None = None) -> "EncoderState":
+        """Row `i` as a batch-1 state; `frames` (1, P, F), if given, are its leftover frames."""
+        return EncoderState(frames=self.frames[i:i + 1] if frames is None else frames, invalid=self.invalid[i:i + 1],
+                            keys=[k[i:i + 1] for k in self.keys], values=[v[i:i + 1] for v in self.values],
+                            convs=[c[i:i + 1] for c in self.convs])
 
 
 class CausalSubsampling(nn.Module):
@@ -92,7 +108,7 @@ class CausalSubsampling(nn.Module):
 
     def frames_out(self, frames: int) -> int:
         """Output frames for `frames` input frames (left padding included)."""
-        return (frames - self.kernel) // self.stride + 1 if frames >= self.kernel else 0
+        return frames_out(frames, self.kernel, self.stride)
 
     def forward(self, frames: Tensor) -> Tensor:
         """(B, T, F), already left-padded by `left_context` -> (B, (T - kernel) // S + 1, D)."""
@@ -205,16 +221,10 @@ class Encoder(nn.Module):
         on each alone (to float rounding), through one `step_padded`. Streaming states only."""
         frames = [torch.cat([s.frames[0], self.cmvn(f[0])]) for f, s in zip(feats, states)]  # (P_i + T_i, F)
         ends = torch.tensor([self.subsampling.frames_out(f.shape[0]) for f in frames])
-        joined = EncoderState(frames=states[0].frames, invalid=torch.cat([s.invalid for s in states]),
-                              keys=[torch.cat(layer) for layer in zip(*(s.keys for s in states))],
-                              values=[torch.cat(layer) for layer in zip(*(s.values for s in states))],
-                              convs=[torch.cat(layer) for layer in zip(*(s.convs for s in states))])
+        joined = EncoderState.cat(states, frames=states[0].frames)  # the leftovers travel in `frames`
         logprobs, joined = self.step_padded(torch.nn.utils.rnn.pad_sequence(frames, batch_first=True), ends, joined)
         stride = self.subsampling.stride
-        return [(logprobs[i:i + 1, :ends[i]],
-                 EncoderState(frames=frames[i][None, ends[i] * stride:], invalid=joined.invalid[i:i + 1],
-                              keys=[k[i:i + 1] for k in joined.keys], values=[v[i:i + 1] for v in joined.values],
-                              convs=[c[i:i + 1] for c in joined.convs]))
+        return [(logprobs[i:i + 1, :ends[i]], joined.row(i, frames=frames[i][None, ends[i] * stride:]))
                 for i in range(len(frames))]
 
     def step_padded(self, frames: Tensor, ends: Tensor, state: EncoderState) -> tuple[Tensor, EncoderState]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from asr.model.backend import ModelError
-from asr.model.config import EncoderConfig
+from asr.model.config import EncoderConfig, frames_out
 from asr.pretrained import bundled
 from asr.tokenizer import Tokenizer
 
@@ -65,8 +65,7 @@ class OnnxModel:
         leftover and new frames, normalised here and padded at the end to the longest."""
         frames = [np.concatenate([s["frames"][0], (np.asarray(f, np.float32) - self.mean) / self.std])
                   for f, s in zip(feats, states)]
-        ends = np.array([(len(f) - self.kernel) // self.stride + 1 if len(f) >= self.kernel else 0 for f in frames],
-                        dtype=np.int64)
+        ends = np.array([frames_out(len(f), self.kernel, self.stride) for f in frames], dtype=np.int64)
         if not ends.any():  # no row completes an encoder frame: nothing for the graph to do
             return [(np.zeros((0, self.cfg.vocab_size), np.float32), {**s, "frames": f[None]})
                     for f, s in zip(frames, states)]

@@ -1,7 +1,6 @@
 """The torch backend: `Encoder` behind the numpy interface of `asr.model.backend.AcousticModel`."""
 from __future__ import annotations
 
-from dataclasses import fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,11 +40,10 @@ class TorchModel:
         return tuple(t.shape[1:] for t in [state.frames, *state.keys[:1]])
 
     def stack_states(self, states: list[EncoderState]) -> EncoderState:
-        return _map_fields(states, lambda rows: torch.cat(rows, dim=0))
+        return EncoderState.cat(states)
 
     def split_states(self, state: EncoderState) -> list[EncoderState]:
-        rows = state.frames.shape[0]
-        return [_map_fields([state], lambda one, i=i: one[0][i:i + 1]) for i in range(rows)]
+        return [state.row(i) for i in range(state.frames.shape[0])]
 
 
 def _grouped_step_many(model: TorchModel, feats: list[np.ndarray],
@@ -64,18 +62,6 @@ def _grouped_step_many(model: TorchModel, feats: list[np.ndarray],
         for j, i in enumerate(rows):
             results[i] = (logprobs[j], row_states[j])
     return results
-
-
-def _map_fields(states: list[EncoderState], fn) -> EncoderState:
-    """Apply `fn` to the list of each tensor field across `states` (per layer for the cache lists)."""
-    out = {}
-    for f in fields(EncoderState):
-        values = [getattr(s, f.name) for s in states]
-        if isinstance(values[0], list):
-            out[f.name] = [fn([v[layer] for v in values]) for layer in range(len(values[0]))]
-        else:
-            out[f.name] = fn(values)
-    return replace(states[0], **out)
 
 
 def load_torch(path: str | Path | None, threads: int = 1) -> tuple[TorchModel, Tokenizer, dict]:
