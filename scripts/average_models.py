@@ -11,35 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from asr.model.config import EncoderConfig  # noqa: E402
-from asr.model.loader import average_weights, load_model, save_model  # noqa: E402
+from asr.model.loader import average_models  # noqa: E402
 from asr.model.backend import ModelError  # noqa: E402
-
-
-def architecture(cfg: EncoderConfig) -> dict:
-    """The config without dropout, which only matters in training."""
-    return {k: v for k, v in asdict(cfg).items() if k != "dropout"}
-
-
-def average_models(paths: list[Path], out: Path) -> None:
-    """Write the weight-by-weight mean of the model files `paths` to `out` (ModelError if they differ)."""
-    models = [load_model(p) for p in paths]
-    (first, tokenizer, _), rest = models[0], models[1:]
-    for path, (encoder, other_tokenizer, _) in zip(paths[1:], rest):
-        if architecture(encoder.cfg) != architecture(first.cfg) or other_tokenizer.to_bytes() != tokenizer.to_bytes():
-            raise ModelError(f"{path}: architecture or tokenizer differs from {paths[0]}")
-        for name in ("cmvn.mean", "cmvn.std"):
-            if not torch.equal(encoder.state_dict()[name], first.state_dict()[name]):
-                raise ModelError(f"{path}: CMVN statistics differ from {paths[0]}")
-    first.load_state_dict(average_weights([encoder.state_dict() for encoder, _, _ in models]))
-    save_model(out, first, tokenizer, {"averaged_models": [{"file": p.name, **info} for p, (_, _, info)
-                                                           in zip(paths, models)]})
 
 
 def main() -> int:

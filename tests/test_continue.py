@@ -73,6 +73,7 @@ def test_two_periods_the_second_on_a_fresh_machine(tmp_path, cont, capsys):
     assert first["period"] == 1 and first["steps"] == 2 and first["layers"] == SHIPPED_LAYERS + 1
     assert [s["start"] for s in first["kokoro_slices"]] == [0] and first["kokoro_slices"][0]["end"] == 3
     weights = load_file(str(state / "model.safetensors"))
+    first_candidate = load_file(str(state / "candidate.safetensors"))["blocks.0.ff.0.weight"]
     assert weights["blocks.0.ff.0.weight"].dtype == torch.float16 and weights["cmvn.mean"].dtype == torch.float32
 
     period(tmp_path / "machine2")  # a bare machine: no run folder, only what was committed
@@ -92,6 +93,14 @@ def test_two_periods_the_second_on_a_fresh_machine(tmp_path, cont, capsys):
         assert all(0 <= r[column] for r in rows_out)
     assert rows_out[1]["train_minutes"] > rows_out[0]["train_minutes"] > 0
     assert sorted(p.name for p in state.iterdir()) == sorted(carry.STATE_FILES)
+    # period 2 scores the mean of its own checkpoints and period 1's committed candidate
+    second_run = tmp_path / "machine2" / "p002"
+    assert torch.equal(load_file(second_plan["previous_candidate"])["blocks.0.ff.0.weight"], first_candidate)
+    own = load_file(str(second_run / "period_mean.safetensors"))["blocks.0.ff.0.weight"]
+    scored = load_file(str(second_run / "candidate.safetensors"))["blocks.0.ff.0.weight"]
+    assert not torch.equal(own, first_candidate.float())
+    assert torch.allclose(scored, (own + first_candidate.float()) / 2, atol=1e-6)
+    assert [r["candidate"] for r in rows_out] == ["period mean", "mean with the previous candidate"]
 
     period(tmp_path / "machine2")  # again on the same machine: period 3 from the committed state
     assert json.loads((state / "state.json").read_text())["period"] == 3

@@ -38,6 +38,26 @@ def average_weights(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Te
     return {k: (sum(s[k].double() for s in states) / len(states)).to(v.dtype) for k, v in states[0].items()}
 
 
+def average_models(paths: list[Path], out: Path) -> None:
+    """Write the weight-by-weight mean of the model files `paths` to `out` (a uniform "model soup" of
+    fine-tunes of one ancestor). ModelError unless they share architecture (dropout aside; the first
+    file's is kept), tokenizer and CMVN statistics (buffers, so they would be averaged too)."""
+    def architecture(cfg: EncoderConfig) -> dict:
+        return {k: v for k, v in asdict(cfg).items() if k != "dropout"}
+
+    models = [load_model(p) for p in paths]
+    (first, tokenizer, _), rest = models[0], models[1:]
+    for path, (encoder, other_tokenizer, _) in zip(paths[1:], rest):
+        if architecture(encoder.cfg) != architecture(first.cfg) or other_tokenizer.to_bytes() != tokenizer.to_bytes():
+            raise ModelError(f"{path}: architecture or tokenizer differs from {paths[0]}")
+        for name in ("cmvn.mean", "cmvn.std"):
+            if not torch.equal(encoder.state_dict()[name], first.state_dict()[name]):
+                raise ModelError(f"{path}: CMVN statistics differ from {paths[0]}")
+    first.load_state_dict(average_weights([encoder.state_dict() for encoder, _, _ in models]))
+    save_model(out, first, tokenizer, {"averaged_models": [{"file": Path(p).name, **info} for p, (_, _, info)
+                                                           in zip(paths, models)]})
+
+
 def _checked_path(path: str | Path | None) -> Path:
     """`path`, or the bundled model for None; ModelError when there is no such file."""
     if path is None:

@@ -2,7 +2,8 @@
 
 The run's state between periods is one small folder committed with the code (recipes/voices/state/):
 `model.safetensors` (the weights where training stopped, float16 but for the CMVN stats, with the
-tokenizer), `candidate.safetensors` (the period's scored model, stored the same way) and `state.json`
+tokenizer), `candidate.safetensors` (the period's scored model, stored the same way: the mean of the
+period's checkpoints and the previous period's candidate) and `state.json`
 (the period, the step, the schedule's position, the Kokoro slices used so far, the cumulative training
 minutes). The optimizer's moments are not carried (they would triple the folder):
 AdamW with betas (0.9, 0.98) forgets its moments within ~100 steps anyway, and a continued period ramps
@@ -74,6 +75,9 @@ def current_period(work: Path, state_dir: Path, synthetic: Path, blend_seed_base
     if state:
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(state_dir / "model.safetensors", period["init_from"])
+        if (state_dir / "candidate.safetensors").exists():  # the running mean's older part (export_period)
+            period["previous_candidate"] = str(folder / "previous_candidate.safetensors")
+            shutil.copyfile(state_dir / "candidate.safetensors", period["previous_candidate"])
     return period, "from the committed state" if state else "new run: the shipped model, grown"
 
 
@@ -92,10 +96,13 @@ def grow_default(out: Path, n_layers: int) -> None:
                                                           "grown_from_layers": len(encoder.blocks)})
 
 
-def export_period(work: Path) -> None:
+def export_period(work: Path, previous_candidate: str | Path | None = None) -> None:
     """From the period's Lightning run: `last.safetensors` (where training stopped: the next state) and
-    `candidate.safetensors` (the mean of the period's kept step checkpoints and the last one: the model
-    it scores)."""
+    `candidate.safetensors`, the model it scores: the mean of the period's kept step checkpoints and the
+    last one (`period_mean.safetensors`), averaged in turn with the previous period's candidate when there
+    is one. So the candidate is a running mean over periods that halves each older period's weight, as
+    WeNet and icefall average their last epochs; training itself goes on from `last`."""
+    from asr.model.loader import average_models  # noqa: PLC0415 (torch: only when it is needed)
     from asr.training.train import export_checkpoint  # noqa: PLC0415
 
     ckpts = work / "checkpoints"
@@ -104,7 +111,11 @@ def export_period(work: Path) -> None:
         raise FileNotFoundError(f"{last}: the period's training left no checkpoint")
     kept = sorted(ckpts.glob("step*.ckpt"), key=lambda p: int(p.stem.removeprefix("step")))
     export_checkpoint(work, [last], work / "last.safetensors")
-    export_checkpoint(work, [*kept, last], work / "candidate.safetensors")
+    if previous_candidate is None:
+        export_checkpoint(work, [*kept, last], work / "candidate.safetensors")
+        return
+    export_checkpoint(work, [*kept, last], work / "period_mean.safetensors")
+    average_models([Path(previous_candidate), work / "period_mean.safetensors"], work / "candidate.safetensors")
 
 
 def period_steps(work: Path) -> int:
@@ -135,6 +146,7 @@ def progress_row(period: dict, work: Path, machine: dict) -> dict:
             "steps": previous["steps"] + period_steps(work),
             "train_minutes": round(previous["train_minutes"] + period["timings"]["train"], 1),
             "kokoro_hours_seen": round(previous["kokoro_hours_seen"] + kokoro.get("hours", 0.0), 2),
+            "candidate": "mean with the previous candidate" if period.get("previous_candidate") else "period mean",
             **period["wers"], "machine": machine, "phase_minutes": period["timings"],
             "step_split": step_split(work), "overrides": period.get("overrides", [])}
 

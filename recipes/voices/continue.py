@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
 
     actions = {"data": lambda: build_data(a, period, work),
                "train": lambda: (period.update(machine=machine(), overrides=a.overrides), train(a, period, work)),
-               "export": lambda: carry.export_period(work),
+               "export": lambda: carry.export_period(work, period.get("previous_candidate")),
                "score": lambda: period.update(wers=score(a, work / "candidate.safetensors", work / "scores"))}
     for name in PHASES:
         if name in period["timings"]:
