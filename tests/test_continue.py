@@ -159,11 +159,14 @@ def test_a_period_trained_on_another_machine_from_the_packed_corpora(tmp_path, c
     encoder, tokenizer, _ = load_model()  # a committed state as after period 3 (10 steps, one slice)
     state.mkdir()
     save_model(state / "model.safetensors", encoder, tokenizer, {}, half=True)
+    with torch.no_grad():  # period 3's candidate: other weights than where its training stopped
+        encoder.blocks[0].ff[0].weight.mul_(0.5)
+    save_model(state / "candidate.safetensors", encoder, tokenizer, {}, half=True)
     (state / "state.json").write_text(json.dumps({"period": 3, "steps": 10, "train_minutes": 1.0,
                                                   "kokoro_hours_seen": 0.01, "kokoro_slices": [
         {"period": 3, "manifest": "train_kokoro_en_p003.jsonl", "start": 0, "end": 5, "blend_seed": 20261128}]}))
-    toy = ["threads=1", "data.num_workers=0", "data.max_batch_seconds=1000", "trainer.max_steps=2",
-           "checkpoint_every_steps=1", "data.augment.room_bank=2", "data.variants=2", "data.variants_workers=1"]
+    toy = ["threads=1", "data.max_batch_seconds=1000", "trainer.max_steps=2", "checkpoint_every_steps=1",
+           "data.augment.room_bank=2"]
     here, there, pack, results = (tmp_path / n for n in ("here", "there", "pack", "results"))
     common = ["--state", str(state), "--synthetic", str(synthetic), "--jobs", "1"]
     args = [*common, "--work", str(here), "--data-root", str(root), "--variants-dir", str(tmp_path / "variants"),
@@ -181,16 +184,25 @@ def test_a_period_trained_on_another_machine_from_the_packed_corpora(tmp_path, c
             assert pack in audio.parents and sf.info(str(audio)).subtype == "OPUS"
 
     shutil.rmtree(pack)  # only the one-file copy travels: train unpacks it
-    assert gpu.main(["train", "--pack", str(pack), "--work", str(there), "--state", str(state), "--jobs", "1",
+    remote_state = tmp_path / "remote_state"  # the state travels without the previous candidate
+    shutil.copytree(state, remote_state, ignore=shutil.ignore_patterns("candidate.safetensors"))
+    assert gpu.main(["train", "--pack", str(pack), "--work", str(there), "--state", str(remote_state), "--jobs", "1",
                      "--accelerator", "cpu", "--out", str(results), "--variants-dir", str(tmp_path / "remote"),
                      "--call-minutes", "5", *toy]) == 0
     config = next(p for p in there.rglob("config.yaml") if ".hydra" not in p.parts)  # the call's end reached training as a deadline, its export time kept
-    assert 0 < OmegaConf.load(config).stop_at - time.time() < 300 - gpu.EXPORT_SECONDS
+    remote_config = OmegaConf.load(config)
+    assert 0 < remote_config.stop_at - time.time() < 300 - gpu.EXPORT_SECONDS
+    assert remote_config.data.variants == 0 and remote_config.data.num_workers == 1  # drawn in a loader process
     assert sorted(p.name for p in results.iterdir()) == sorted(gpu.RESULTS)
     assert load_file(str(results / "candidate.safetensors"))["blocks.0.ff.0.weight"].dtype == torch.float16
     assert not (here / "p004" / "last.safetensors").exists()  # nothing was trained here
 
     assert gpu.main(["receive", str(results), *common, "--work", str(here)]) == 0
+    # the running mean with period 3's candidate, taken here as it did not travel
+    previous = load_file(str(state / "candidate.safetensors"))["blocks.0.ff.0.weight"].float()
+    own = load_file(str(here / "p004" / "period_mean.safetensors"))["blocks.0.ff.0.weight"].float()
+    scored = load_file(str(here / "p004" / "candidate.safetensors"))["blocks.0.ff.0.weight"]
+    assert not torch.equal(own, previous) and torch.allclose(scored, (own + previous) / 2, atol=1e-6)
     assert cont.main(args) == 0, capsys.readouterr().err[-3000:]
     row = json.loads((tmp_path / "progress.jsonl").read_text().splitlines()[-1])
     remote = json.loads((results / "period.json").read_text())
