@@ -102,7 +102,6 @@ def export_period(work: Path, previous_candidate: str | Path | None = None) -> N
     last one (`period_mean.safetensors`), averaged in turn with the previous period's candidate when there
     is one. So the candidate is a running mean over periods that halves each older period's weight, as
     WeNet and icefall average their last epochs; training itself goes on from `last`."""
-    from asr.model.loader import average_models  # noqa: PLC0415 (torch: only when it is needed)
     from asr.training.train import export_checkpoint  # noqa: PLC0415
 
     ckpts = work / "checkpoints"
@@ -115,6 +114,14 @@ def export_period(work: Path, previous_candidate: str | Path | None = None) -> N
         export_checkpoint(work, [*kept, last], work / "candidate.safetensors")
         return
     export_checkpoint(work, [*kept, last], work / "period_mean.safetensors")
+    average_with_previous(work, previous_candidate)
+
+
+def average_with_previous(work: Path, previous_candidate: str | Path) -> None:
+    """`candidate.safetensors` := the mean of the previous period's candidate and this period's
+    `period_mean.safetensors` (the running mean over periods)."""
+    from asr.model.loader import average_models  # noqa: PLC0415 (torch: only when it is needed)
+
     average_models([Path(previous_candidate), work / "period_mean.safetensors"], work / "candidate.safetensors")
 
 

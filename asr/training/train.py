@@ -119,7 +119,7 @@ class WallClockStop(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, *args) -> None:
         if trainer.strategy.reduce_boolean_decision(time.monotonic() > self.deadline, all=False):
-            trainer.save_checkpoint(self.last)
+            trainer.save_checkpoint(self.last, weights_only=False)  # the whole state: training resumes from it
             trainer.should_stop = True
 
 

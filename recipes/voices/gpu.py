@@ -143,11 +143,8 @@ def receive(a: argparse.Namespace) -> None:
             shutil.copyfile(a.results / name, work / name)
     if period.get("previous_candidate") and not remote.get("previous_candidate"):
         # the call left the previous candidate behind (the 64 MiB tree): the running mean is taken here
-        from asr.model.loader import average_models  # noqa: PLC0415
-
         (work / "candidate.safetensors").replace(work / "period_mean.safetensors")
-        average_models([Path(period["previous_candidate"]), work / "period_mean.safetensors"],
-                       work / "candidate.safetensors")
+        carry.average_with_previous(work, period["previous_candidate"])
     for name in ("train", "export"):
         period["timings"][name] = remote["timings"][name]
     period["machine"], period["overrides"] = remote["machine"], remote.get("overrides", [])
@@ -165,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--state", type=Path, default=ROOT / "recipes" / "voices" / "state")
         s.add_argument("--work", type=Path, default=ROOT / "runs" / "continue")
         s.add_argument("--synthetic", type=Path, default=ROOT / "data" / "synthetic")
-        s.add_argument("--jobs", type=int, default=2, help="encoding (pack) or rendering (train) processes")
+        s.add_argument("--jobs", type=int, default=2, help="encoding processes (pack); loader processes that draw the augmentation, or rendering processes with --rendered-variants (train)")
     sub.choices["pack"].add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
     sub.choices["pack"].add_argument("--opus-level", type=float, default=OPUS_LEVEL,
                                      help="libsndfile's Opus compression level (1: smallest)")
