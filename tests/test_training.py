@@ -124,7 +124,8 @@ def test_a_wall_clock_stop_ends_at_the_sooner_of_its_budget_and_its_deadline(tmp
     def trainer():
         saved = []
         strategy = SimpleNamespace(reduce_boolean_decision=lambda decision, all=True: decision)
-        return SimpleNamespace(strategy=strategy, should_stop=False, saved=saved, save_checkpoint=saved.append)
+        return SimpleNamespace(strategy=strategy, should_stop=False, saved=saved,
+                               save_checkpoint=lambda path, weights_only=None: saved.append((path, weights_only)))
 
     for minutes, stop_at, stops in [(60, None, False), (60, time.time() - 1, True), (60, time.time() + 600, False),
                                     (0, time.time() + 600, True), (None, time.time() - 1, True)]:
@@ -132,4 +133,4 @@ def test_a_wall_clock_stop_ends_at_the_sooner_of_its_budget_and_its_deadline(tmp
         stop.on_train_start(t, None)
         time.sleep(0.01)
         stop.on_train_batch_end(t)
-        assert t.should_stop is stops and t.saved == ([tmp_path / "last.ckpt"] if stops else []), (minutes, stop_at)
+        assert t.should_stop is stops and t.saved == ([(tmp_path / "last.ckpt", False)] if stops else [])  # the whole state: training resumes from it, (minutes, stop_at)
