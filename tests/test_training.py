@@ -133,4 +133,5 @@ def test_a_wall_clock_stop_ends_at_the_sooner_of_its_budget_and_its_deadline(tmp
         stop.on_train_start(t, None)
         time.sleep(0.01)
         stop.on_train_batch_end(t)
-        assert t.should_stop is stops and t.saved == ([(tmp_path / "last.ckpt", False)] if stops else [])  # the whole state: training resumes from it, (minutes, stop_at)
+        saved_whole_state = [(tmp_path / "last.ckpt", False)]  # weights_only=False: training resumes from it
+        assert t.should_stop is stops and t.saved == (saved_whole_state if stops else []), (minutes, stop_at)
