@@ -162,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--state", type=Path, default=ROOT / "recipes" / "voices" / "state")
         s.add_argument("--work", type=Path, default=ROOT / "runs" / "continue")
         s.add_argument("--synthetic", type=Path, default=ROOT / "data" / "synthetic")
-        s.add_argument("--jobs", type=int, default=2, help="encoding processes (pack); loader processes that draw the augmentation, or rendering processes with --rendered-variants (train)")
+        s.add_argument("--jobs", type=int, default=2,
+                       help="encoding processes (pack); loader processes that draw the augmentation, "
+                            "or rendering processes with --rendered-variants (train)")
     sub.choices["pack"].add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
     sub.choices["pack"].add_argument("--opus-level", type=float, default=OPUS_LEVEL,
                                      help="libsndfile's Opus compression level (1: smallest)")
