@@ -2,8 +2,8 @@
 the page must show the final text `asr.stream --file` gives for the audio the page sent.
 
 What the page sent is read from Chromium's DevTools log (every binary WebSocket frame), not assumed:
-under load Chromium's capture can drop or repeat a few milliseconds of the fake device's audio, which
-is Chromium's doing and changes the words. A second check shows the frames are the microphone's own
+Chromium's capture alters a few of the fake device's samples now and then (seen: 10 samples of one
+50 ms frame), more under load, which is Chromium's doing and can change the words. A second check shows the frames are the microphone's own
 samples (int16, in order, the leading zeros skipped)."""
 from __future__ import annotations
 
