@@ -2,6 +2,7 @@
 
     python scripts/bench/serve.py [--clients 1 5 10 20 40] [--seconds 15] [--workers N] [--out benchmarks/]
                                   [--no-search] [--server-args '--backend onnx' --name serve_onnx]
+                                  [--baseline '--backend onnx']    (a second server, same window, same report)
     python scripts/bench/serve.py --soak 30 [--soak-clients 40] [--workers N]    (see scripts/bench/soak.py)
 
 Starts `python -m asr.serve --port 0` (the default decoding: beam search with the word LM for
@@ -15,8 +16,10 @@ example alone; a message is "spoken" when it is sent, as a microphone delivers 1
 receiving the final that closes it. Server CPU (all processes, % of one core) and RSS per worker
 come from /proc over the same window. Then the largest N whose p95 stays under 250 ms is searched
 for: N doubles until p95 fails (or reaches --max-clients), then bisection (--no-search skips it).
-The clients run in this process, on the same cores as the server. Prints a markdown table; writes
-OUT/NAME.md and OUT/NAME.json (--name, default serve).
+The clients run in this process, on the same cores as the server. With --baseline, a second server
+(those options instead of --server-args) is surveyed the same way right after, so two configurations
+compare under the same machine load. Prints a markdown table; writes OUT/NAME.md and OUT/NAME.json
+(--name, default serve).
 """
 from __future__ import annotations
 
@@ -178,7 +181,19 @@ def render(result: dict) -> str:
             f"connections over the workers (SO_REUSEPORT). The clients run in the benchmark's own process on the same "
             f"cores, and the machine's cores are shared with other work, so the knee moves with that load: the last "
             f"column is the machine's 1-minute load average after each row. RSS grows past the knee with queued "
-            f"audio.\n")
+            f"audio.\n" + baseline_section(result.get("baseline")))
+
+
+def baseline_section(base: dict | None) -> str:
+    """The --baseline server's survey, run right after the first in the same window."""
+    if base is None:
+        return ""
+    idle = " / ".join(f"{x:.0f}" for x in base["idle_rss_mb"])
+    return (f"\n## Baseline in the same window\n\nServer options: {base['server_args']} (`--baseline`), surveyed right "
+            f"after the run above by the same command ({base['date']}), {base['workers']} worker process(es). RSS per "
+            f"worker, idle: "
+            f"{idle} MB.\n\n{table(base['rows'])}\n\nLargest N with p95 < 250 ms: "
+            f"**{base['largest_n_p95_under_250ms']}**\n")
 
 
 def largest_under(rows: list[dict]) -> int | None:
@@ -186,35 +201,10 @@ def largest_under(rows: list[dict]) -> int | None:
     return max(passing) if passing else None
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python scripts/bench/serve.py", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--clients", type=int, nargs="+", default=[1, 5, 10, 20, 40])
-    p.add_argument("--seconds", type=float, default=15.0, help="audio each client streams")
-    p.add_argument("--workers", type=int, default=None, help="asr.serve --workers (default: its own, one per core)")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
-    p.add_argument("--name", default="serve", help="the report files: OUT/NAME.md and OUT/NAME.json")
-    p.add_argument("--no-search", action="store_true", help="skip the search for the largest N under 250 ms")
-    p.add_argument("--max-clients", type=int, default=320, help="the search stops here")
-    p.add_argument("--server-args", default="", help="extra asr.serve options, e.g. '--greedy' or '--backend onnx'")
-    p.add_argument("--soak", type=float, metavar="MINUTES", help="run the soak (scripts/bench/soak.py) instead")
-    p.add_argument("--soak-clients", type=int, default=40, help="client slots of the soak")
-    args = p.parse_args(argv)
-    if min(args.clients) < 1 or args.seconds <= 0 or (args.workers is not None and args.workers < 1):
-        p.error("--clients and --workers must be >= 1 and --seconds > 0")
-    if args.soak is not None and (args.soak <= 0 or args.soak_clients < 1):
-        p.error("--soak must be > 0 minutes and --soak-clients >= 1")
-    server_args = args.server_args.split() + ([] if args.workers is None else ["--workers", str(args.workers)])
+def survey(server_args: list[str], args: argparse.Namespace, loop_ends: list[int]) -> dict:
+    """One server configuration: start it, measure each --clients level, search for the knee, stop it."""
+    server = ServerUnderTest(server_args)
     try:
-        server = ServerUnderTest(server_args)
-    except RuntimeError as err:
-        print(f"serve benchmark: error: {err}", file=sys.stderr)
-        return 1
-    if args.soak is not None:
-        from bench.soak import soak
-        return soak(server, args.soak, args.soak_clients, args.out, " ".join(server_args))
-    try:
-        loop_ends = speech_ends()
         idle_rss = server.rss_mb()
         measure(server, loop_ends, 2, 3.0)  # warm-up: first-call costs stay out of the 1-client row
 
@@ -242,18 +232,54 @@ def main(argv: list[str] | None = None) -> int:
         workers = len(server.workers())
     finally:
         server.stop()
-    best = largest_under(rows)
-    result = {"rows": sorted(rows, key=lambda r: r["clients"]), "largest_n_p95_under_250ms": best,
-              "idle_rss_mb": idle_rss, "workers": workers, "seconds_per_client": args.seconds, "cpus": os.cpu_count(),
-              "server_args": args.server_args or "(defaults: beam search with the bundled word LM)",
-              "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M")}
+    return {"rows": sorted(rows, key=lambda r: r["clients"]), "largest_n_p95_under_250ms": largest_under(rows),
+            "idle_rss_mb": idle_rss, "workers": workers, "seconds_per_client": args.seconds, "cpus": os.cpu_count(),
+            "server_args": " ".join(server_args) or "(defaults: beam search with the bundled word LM)",
+            "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python scripts/bench/serve.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--clients", type=int, nargs="+", default=[1, 5, 10, 20, 40])
+    p.add_argument("--seconds", type=float, default=15.0, help="audio each client streams")
+    p.add_argument("--workers", type=int, default=None, help="asr.serve --workers (default: its own, one per core)")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--name", default="serve", help="the report files: OUT/NAME.md and OUT/NAME.json")
+    p.add_argument("--no-search", action="store_true", help="skip the search for the largest N under 250 ms")
+    p.add_argument("--max-clients", type=int, default=320, help="the search stops here")
+    p.add_argument("--server-args", default="", help="extra asr.serve options, e.g. '--greedy' or '--backend onnx'")
+    p.add_argument("--baseline", metavar="SERVER_ARGS", help="then the same survey of a server with these options "
+                   "(e.g. '--backend onnx'), in the same window and the same report")
+    p.add_argument("--soak", type=float, metavar="MINUTES", help="run the soak (scripts/bench/soak.py) instead")
+    p.add_argument("--soak-clients", type=int, default=40, help="client slots of the soak")
+    args = p.parse_args(argv)
+    if min(args.clients) < 1 or args.seconds <= 0 or (args.workers is not None and args.workers < 1):
+        p.error("--clients and --workers must be >= 1 and --seconds > 0")
+    if args.soak is not None and (args.soak <= 0 or args.soak_clients < 1):
+        p.error("--soak must be > 0 minutes and --soak-clients >= 1")
+    workers = [] if args.workers is None else ["--workers", str(args.workers)]
+    configs = [args.server_args.split() + workers] + ([] if args.baseline is None else [args.baseline.split() + workers])
+    try:
+        if args.soak is not None:
+            from bench.soak import soak
+            return soak(ServerUnderTest(configs[0]), args.soak, args.soak_clients, args.out, " ".join(configs[0]))
+        loop_ends = speech_ends()
+        result, *baseline = [survey(config, args, loop_ends) for config in configs]
+    except RuntimeError as err:  # the server did not start
+        print(f"serve benchmark: error: {err}", file=sys.stderr)
+        return 1
+    if baseline:
+        result["baseline"] = baseline[0]
     args.out.mkdir(parents=True, exist_ok=True)
     report = args.out / f"{args.name}.md"
     previous = report.read_text() if report.exists() else ""
     soak_section = previous[previous.find("\n## Soak\n"):] if "\n## Soak\n" in previous else ""
     report.write_text(render(result) + soak_section)  # the soak's figures stay
     report.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    print(table(rows) + f"\n\nlargest N with p95 < 250 ms: {best}")
+    for run in [result, *baseline]:
+        print(f"{run['server_args']}:\n{table(run['rows'])}\n\nlargest N with p95 < 250 ms: "
+              f"{run['largest_n_p95_under_250ms']}\n")
     return 0
 
 
