@@ -260,27 +260,35 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--soak must be > 0 minutes and --soak-clients >= 1")
     workers = [] if args.workers is None else ["--workers", str(args.workers)]
     configs = [args.server_args.split() + workers] + ([] if args.baseline is None else [args.baseline.split() + workers])
+    result: dict | None = None
     try:
         if args.soak is not None:
             from bench.soak import soak
             return soak(ServerUnderTest(configs[0]), args.soak, args.soak_clients, args.out, " ".join(configs[0]))
         loop_ends = speech_ends()
-        result, *baseline = [survey(config, args, loop_ends) for config in configs]
-    except RuntimeError as err:  # the server did not start
+        for config in configs:  # the report is written after each survey: a failed baseline keeps the first
+            run = survey(config, args, loop_ends)
+            if result is None:
+                result = run
+            else:
+                result["baseline"] = run
+            write_report(result, args.out, args.name)
+            print(f"{run['server_args']}:\n{table(run['rows'])}\n\nlargest N with p95 < 250 ms: "
+                  f"{run['largest_n_p95_under_250ms']}\n")
+    except RuntimeError as err:  # a server did not start
         print(f"serve benchmark: error: {err}", file=sys.stderr)
         return 1
-    if baseline:
-        result["baseline"] = baseline[0]
-    args.out.mkdir(parents=True, exist_ok=True)
-    report = args.out / f"{args.name}.md"
+    return 0
+
+
+def write_report(result: dict, out: Path, name: str) -> None:
+    """OUT/NAME.md (keeping a soak section already there) and OUT/NAME.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    report = out / f"{name}.md"
     previous = report.read_text() if report.exists() else ""
     soak_section = previous[previous.find("\n## Soak\n"):] if "\n## Soak\n" in previous else ""
     report.write_text(render(result) + soak_section)  # the soak's figures stay
     report.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
-    for run in [result, *baseline]:
-        print(f"{run['server_args']}:\n{table(run['rows'])}\n\nlargest N with p95 < 250 ms: "
-              f"{run['largest_n_p95_under_250ms']}\n")
-    return 0
 
 
 if __name__ == "__main__":
