@@ -151,12 +151,17 @@ def measure(server: ServerUnderTest, loop_ends: list[int], n: int, seconds: floa
             "worker_peak_rss_mb": server.rss_mb("VmHWM"), "load_1min": round(os.getloadavg()[0], 2)}
 
 
+def megabytes(values: list[float]) -> str:
+    """Per-worker MB figures as 'a / b'."""
+    return " / ".join(f"{x:.0f}" for x in values)
+
+
 def table(rows: list[dict]) -> str:
     lines = ["| clients | events | p50 ms | p95 ms | max ms | end of speech -> final p50 / p95 s | "
              "server CPU (% of one core) | chunks per model pass | RSS per worker MB | machine load (1 min) |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in sorted(rows, key=lambda r: r["clients"]):
-        rss = " / ".join(f"{x:.0f}" for x in r["worker_rss_mb"])
+        rss = megabytes(r["worker_rss_mb"])
         lines.append(f"| {r['clients']} | {r['events']} | {r['p50_ms']} | {r['p95_ms']} | {r['max_ms']} | "
                      f"{r['final_p50_s']} / {r['final_p95_s']} | {r['server_cpu_pct']} | {r.get('rows_per_pass') or '-'} | {rss} | "
                      f"{r.get('load_1min', '-')} |")
@@ -165,7 +170,6 @@ def table(rows: list[dict]) -> str:
 
 def render(result: dict) -> str:
     """serve.md from the measurements."""
-    idle = " / ".join(f"{x:.0f}" for x in result["idle_rss_mb"])
     return (f"# asr.serve: concurrent real-time streams\n\n"
             f"`python scripts/bench/serve.py` on {result['cpus']} CPU cores ({result['date']}); server options: "
             f"{result['server_args']}, {result['workers']} worker process(es). Each client streams "
@@ -173,7 +177,7 @@ def render(result: dict) -> str:
             f"client, from sending the audio an event covers to receiving the event (partials every 500 ms, finals "
             f"at endpoints); end of speech -> final runs from the moment the last word was spoken (a message counts "
             f"as spoken when it is sent, as from a microphone's 100 ms buffers) to receiving its final, the 0.4 s of "
-            f"trailing silence included. RSS per worker, idle: {idle} MB.\n\n{table(result['rows'])}\n\n"
+            f"trailing silence included. RSS per worker, idle: {megabytes(result['idle_rss_mb'])} MB.\n\n{table(result['rows'])}\n\n"
             f"Largest N with p95 < 250 ms: **{result['largest_n_p95_under_250ms']}**\n\n"
             f"Each worker is one process with its own model that uses about one core (the model's batched step runs "
             f"outside Python's GIL, the per-stream decoding and the sockets inside it) and batches the ready chunks "
@@ -188,12 +192,10 @@ def baseline_section(base: dict | None) -> str:
     """The --baseline server's survey, run right after the first in the same window."""
     if base is None:
         return ""
-    idle = " / ".join(f"{x:.0f}" for x in base["idle_rss_mb"])
     return (f"\n## Baseline in the same window\n\nServer options: {base['server_args']} (`--baseline`), surveyed right "
             f"after the run above by the same command ({base['date']}), {base['workers']} worker process(es). RSS per "
-            f"worker, idle: "
-            f"{idle} MB.\n\n{table(base['rows'])}\n\nLargest N with p95 < 250 ms: "
-            f"**{base['largest_n_p95_under_250ms']}**\n")
+            f"worker, idle: {megabytes(base['idle_rss_mb'])} MB.\n\n{table(base['rows'])}\n\n"
+            f"Largest N with p95 < 250 ms: **{base['largest_n_p95_under_250ms']}**\n")
 
 
 def largest_under(rows: list[dict]) -> int | None:
@@ -258,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--clients and --workers must be >= 1 and --seconds > 0")
     if args.soak is not None and (args.soak <= 0 or args.soak_clients < 1):
         p.error("--soak must be > 0 minutes and --soak-clients >= 1")
+    if args.soak is not None and args.baseline is not None:
+        p.error("--baseline compares surveys; the soak runs one server")
     workers = [] if args.workers is None else ["--workers", str(args.workers)]
     configs = [args.server_args.split() + workers] + ([] if args.baseline is None else [args.baseline.split() + workers])
     result: dict | None = None
