@@ -57,10 +57,11 @@ class Recognizer:
         self.tail = np.zeros(round(tail_seconds * self.fbank.cfg.sample_rate), np.float32)
 
     @classmethod
-    def load(cls, path: str | Path | None = None, backend: str | None = None, threads: int = 1) -> "Recognizer":
+    def load(cls, path: str | Path | None = None, backend: str | None = None, threads: int = 1,
+             int8: bool = False) -> "Recognizer":
         """The model at `path` (torch: a .safetensors file; onnx: an exported folder), else the bundled one;
-        `backend` None: `asr.model.backend.default_backend(path)`."""
-        return cls(*load_backend(path, backend, threads))
+        `backend` None: `asr.model.backend.default_backend(path)`; `int8`: the export's int8 graph (onnx)."""
+        return cls(*load_backend(path, backend, threads, int8))
 
     @property
     def frame_seconds(self) -> float:

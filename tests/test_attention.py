@@ -32,10 +32,11 @@ def test_cached_attention_equals_full(window):
     x = torch.randn(1, 30, 16)
     empty = torch.zeros(1, 2, 0, 8)
     none = torch.zeros(1, dtype=torch.long)
-    full, _, _ = attn(x, empty, empty, none)
+    full, _, _ = attn(x, empty, empty, attn.span(30, 30, none))
     k, v, outs = empty, empty, []
     for start in range(0, 30, 7):
-        y, k, v = attn(x[:, start:start + 7], k, v, none)
+        chunk = x[:, start:start + 7]
+        y, k, v = attn(chunk, k, v, attn.span(chunk.shape[1], k.shape[2] + chunk.shape[1], none))
         outs.append(y)
         if window is not None:
             assert k.shape[2] <= window - 1

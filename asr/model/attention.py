@@ -8,8 +8,15 @@ The same `forward` serves training (empty cache, whole utterance) and streaming 
 holds the last W-1 frames' keys and values from earlier chunks). Padding in a batch is
 always at the end of an utterance, so under a causal mask a real frame never sees a padded
 key: each utterance's outputs equal those it gets alone.
+
+What depends only on the step's shapes (the mask, the distances, which frames each row carries
+on) is a `Span`, built once per step and shared by every layer: an exported graph then holds
+one copy of that arithmetic instead of one per layer.
 """
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -34,14 +41,48 @@ def sliding_window_mask(num_queries: int, num_keys: int, window: int | None, inv
     return allowed
 
 
-def last_frames(seq: Tensor, ends: Tensor, count: int) -> Tensor:
-    """seq (B, C, L + T, ...) holding `count` = L frames of cache then T new ones, of which row b's
-    first ends[b] are real -> (B, C, count, ...): each row's last `count` frames up to its real end."""
-    if count == 0:  # a window of 1 carries no cache
-        return seq[:, :, :0]
-    index = ends[:, None] + torch.arange(count, device=seq.device)  # (B, count): row b's frames ends[b] ..
-    index = index.view(seq.shape[0], 1, count, *([1] * (seq.dim() - 3))).expand(-1, seq.shape[1], -1, *seq.shape[3:])
-    return seq.gather(2, index)  # a gather, not unfold: the same op in eager torch and in the ONNX graph
+def carried_rows(ends: Tensor, channels: int, length: int, count: int) -> Tensor:
+    """Which frames each stream carries to its next chunk, as rows of a flattened sequence.
+
+    A sequence (B, C, length, E) holding `count` frames of cache then new ones, of which row b's first
+    ends[b] are real, viewed as (B * C * length, E): the indices (B, C, count) of each row's last
+    `count` frames up to its real end (frames ends[b] .. ends[b] + count - 1), in every channel."""
+    first = (torch.arange(ends.shape[0], device=ends.device)[:, None] * channels
+             + torch.arange(channels, device=ends.device)) * length + ends[:, None]  # (B, C)
+    return first[..., None] + torch.arange(count, device=ends.device)
+
+
+def take_rows(seq: Tensor, rows: Tensor) -> Tensor:
+    """seq (B, ..., E) viewed as rows of E, and `carried_rows` (B, ..., count) -> (B, ..., count, E): the
+    frames each stream carries on. One row gather (an index per frame, not per element) straight into
+    the output's shape: the same op in eager torch and in the ONNX graph."""
+    return seq.reshape(-1, seq.shape[-1])[rows]
+
+
+@dataclass
+class Span:
+    """What every layer's attention shares in one step (B rows, Tq new frames, Tk = cached + new keys)."""
+    mask: Tensor  # (B, 1, Tq, Tk) additive (or (1, Tq, Tk) for one `invalid` count): 0 where query i may
+    #               attend key j, -inf elsewhere
+    distance: Tensor  # (Tq, Tk) bias bucket of each query-key distance (clamped to the last bucket)
+    keep: Tensor | None  # `carried_rows` (B, H, W-1) of the keys/values (padded rows); None: the last W-1 of all
+
+    @classmethod
+    def build(cls, num_queries: int, num_keys: int, window: int | None, invalid: Tensor | int, heads: int,
+              ends: Tensor | None = None, max_distance: int = 128) -> "Span":
+        """invalid (B,) or an int: each row's empty leading cache slots; ends (B,), if given: each row's real new
+        frames (the rest padding; a streaming step with W-1 cache slots)."""
+        invalid = torch.as_tensor(invalid)
+        device = invalid.device
+        allowed = sliding_window_mask(num_queries, num_keys, window, invalid, device=device)  # (B, Tq, Tk)
+        mask = torch.zeros(allowed.shape, device=device).masked_fill(~allowed, float("-inf")).unsqueeze(-3)
+        q = torch.arange(num_queries, device=device)[:, None] + (num_keys - num_queries)
+        buckets = window if window is not None else max_distance
+        distance = (q - torch.arange(num_keys, device=device)[None, :]).clamp(0, buckets - 1)
+        keep = None
+        if ends is not None and window is not None:
+            keep = carried_rows(ends, heads, num_keys, window - 1)
+        return cls(mask, distance, keep)
 
 
 class SelfAttention(nn.Module):
@@ -49,7 +90,7 @@ class SelfAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, window: int | None, max_distance: int):
         super().__init__()
-        self.n_heads, self.window = n_heads, window
+        self.n_heads, self.window, self.head_dim = n_heads, window, d_model // n_heads
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.num_buckets = window if window is not None else max_distance
@@ -60,32 +101,27 @@ class SelfAttention(nn.Module):
         """Frames of keys/values carried to the next chunk (None: unbounded, full attention)."""
         return None if self.window is None else self.window - 1
 
-    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, invalid: Tensor,
-                ends: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """x (B, T, D); k_cache, v_cache (B, H, L, D/H) from earlier frames; invalid (B,): how many of
-        each row's leading cache slots are still empty (rows are independent streams); ends (B,), if
-        given: each row's real frames, the rest of its T being padding (streaming, L = W-1 only).
+    def span(self, num_queries: int, num_keys: int, invalid: Tensor | int, ends: Tensor | None = None) -> Span:
+        """The `Span` of a step of this layer's shape (see `Span.build`)."""
+        return Span.build(num_queries, num_keys, self.window, invalid, self.n_heads, ends, self.num_buckets)
+
+    def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, span: Span) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, D); k_cache, v_cache (B, H, L, D/H) from earlier frames; `span` of this step (Tk = L + T).
 
         Returns the output (B, T, D) and the new caches (B, H, L', D/H): the last W-1 frames' keys
         and values (all of them for full attention), of each row's real frames.
         """
         B, T, D = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, D // self.n_heads).permute(2, 0, 3, 1, 4)  # 3x (B, H, T, D/H)
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3x (B, H, T, D/H)
         k = torch.cat([k_cache, k], dim=2)  # (B, H, L + T, D/H)
         v = torch.cat([v_cache, v], dim=2)
-        allowed = sliding_window_mask(T, k.shape[2], self.window, invalid, device=x.device)  # (B, T, L + T)
-        bias = self.relative_bias(T, k.shape[2], x.device).masked_fill(~allowed[:, None], float("-inf"))  # (B, H, T, L + T)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype))  # no attention dropout: costly on CPU
+        bias = self.distance_bias.t()[span.distance].permute(2, 0, 1) + span.mask  # (B, H, T, L + T)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype),  # no attention dropout: costly on CPU
+                                           scale=1 / math.sqrt(self.head_dim))
         y = self.out(y.transpose(1, 2).reshape(B, T, D))
-        if ends is not None:
-            return y, last_frames(k, ends, self.cache_size), last_frames(v, ends, self.cache_size)
+        if span.keep is not None:
+            return y, take_rows(k, span.keep), take_rows(v, span.keep)
         if self.cache_size is not None:
             keep = k.shape[2] - self.cache_size
             k, v = k[:, :, max(keep, 0):], v[:, :, max(keep, 0):]
         return y, k, v
-
-    def relative_bias(self, num_queries: int, num_keys: int, device: torch.device) -> Tensor:
-        """(H, Tq, Tk) learned bias for each query-key distance (clamped to the last bucket)."""
-        q = torch.arange(num_queries, device=device)[:, None] + (num_keys - num_queries)
-        distance = (q - torch.arange(num_keys, device=device)[None, :]).clamp(0, self.num_buckets - 1)
-        return self.distance_bias[:, distance]

@@ -68,15 +68,18 @@ def default_backend(path: str | Path | None = None) -> str:
 
 
 def load_backend(path: str | Path | None = None, backend: str | None = None,
-                 threads: int = 1) -> tuple[AcousticModel, Tokenizer, dict]:
+                 threads: int = 1, int8: bool = False) -> tuple[AcousticModel, Tokenizer, dict]:
     """(model, tokenizer, info) for a model file (torch: .safetensors; None: the bundled model) or an
     exported folder (onnx); `backend` None: `default_backend(path)`. `threads`: CPU threads for the
-    backend's math. Only the chosen backend's library is imported: the onnx path never imports torch."""
+    backend's math; `int8`: the export's int8 graph (onnx only). Only the chosen backend's library is
+    imported: the onnx path never imports torch."""
     backend = backend or default_backend(path)
+    if int8 and backend != "onnx":
+        raise ValueError("an int8 graph needs the onnx backend")
     if backend == "torch":
         from asr.model.torch_backend import load_torch
         return load_torch(path, threads)
     if backend == "onnx":
         from asr.model.onnx_backend import load_onnx
-        return load_onnx(path, threads)
+        return load_onnx(path, threads, int8)
     raise ValueError(f"backend={backend!r} must be one of {', '.join(BACKENDS)}")

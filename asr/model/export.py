@@ -104,7 +104,7 @@ def model_json(encoder: Encoder, info: dict, int8: bool) -> dict:
     for i in range(cfg.n_layers):
         shapes[f"key_{i}"] = shapes[f"value_{i}"] = ["batch", heads, slots, head_dim]
         if cfg.conv_kernel:
-            shapes[f"conv_{i}"] = ["batch", cfg.d_model, cfg.conv_kernel - 1]
+            shapes[f"conv_{i}"] = ["batch", cfg.conv_kernel - 1, cfg.d_model]
     return {
         "format": FORMAT, "opset": OPSET, "config": asdict(cfg),
         "cmvn": {"mean": encoder.cmvn.mean.tolist(), "std": encoder.cmvn.std.tolist()},
@@ -170,7 +170,8 @@ exactly this with onnxruntime and numpy only.
   {state['cache_slots']} (all empty); each step subtracts `ends`, clamped at 0.
 - `key_i` / `value_i`: layer i's attention keys and values of the row's last {state['cache_slots']} real frames
   (batch, heads, slots, head_dim); start as zeros.
-- `conv_i`: layer i's causal depthwise-conv inputs (batch, d_model, kernel - 1); start as zeros.
+- `conv_i`: layer i's causal depthwise-conv inputs of its last kernel - 1 real frames (batch, kernel - 1,
+  d_model); start as zeros.
 
 Padding never reaches a real frame (the subsampling, attention and convolution are causal) and each
 row's caches are cut at its own last real frame, so a row's results do not depend on the others.
