@@ -84,6 +84,26 @@ def test_the_default_backend_follows_the_model(tmp_path, monkeypatch):
     assert default_backend() == "torch"
 
 
+def test_int8_is_the_bundled_models_graph_with_its_decoding():
+    """--int8 alone runs the bundled export's int8 graph with the bundled model's default decoding (the
+    word-LM beam search), as --onnx-dir with a model of one's own would not; with torch it is refused."""
+    import argparse
+
+    from asr import cli
+    parser = argparse.ArgumentParser()
+    cli.add_model_args(parser)
+    cli.add_decoder_args(parser)
+    args = parser.parse_args(["--int8"])
+    recognizer = cli.load_recognizer(args)
+    assert recognizer.info["onnx"]["graph"] == "encoder.int8.onnx"
+    assert cli.load_decoder(args, recognizer).kind == "beam"
+    for bad in (["--int8", "--backend", "torch"], ["--int8", "--model", "asr/pretrained/default.safetensors"]):
+        with pytest.raises(ValueError, match="--int8"):
+            cli.load_recognizer(parser.parse_args(bad))
+    result = run_tool("transcribe", EXAMPLES[0], "--int8", "--backend", "torch")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "--int8" in result.stderr, result.stderr
+
+
 def test_bad_onnx_dir_is_one_error_line(tmp_path):
     for folder in (tmp_path / "missing", tmp_path):
         result = run_tool("transcribe", EXAMPLES[0], "--onnx-dir", str(folder), torch_free=True)
