@@ -58,7 +58,8 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--onnx-dir", help="an exported ONNX folder (python -m asr.export); implies --backend onnx")
     parser.add_argument("--int8", action="store_true",
                         help="the int8 graph of the ONNX export (the bundled model's unless --onnx-dir names "
-                             "a folder): smaller and faster, within a few tenths of a point of WER; implies --backend onnx")
+                             "a folder): smaller and faster, within a few tenths of a point of WER; "
+                             "implies --backend onnx")
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="CPU threads for the acoustic model (default 1: a 500 ms chunk is too small to "
                              "gain from more, and more fight other work on a busy machine)")
@@ -134,13 +135,22 @@ def load_recognizer(args: argparse.Namespace) -> Recognizer:
     return Recognizer.load(args.onnx_dir or args.model, backend, args.threads, int8=int8)
 
 
+def is_bundled_export(path: str | Path) -> bool:
+    """Whether `path` (an exported folder, or a graph file in one) is the bundled model's shipped export,
+    which gets the bundled model's decoding like the bundled model itself."""
+    from asr.model.onnx_backend import default_onnx_dir  # imports numpy only (onnxruntime when a graph loads)
+    folder, bundled = Path(path), default_onnx_dir()
+    folder = folder.parent if folder.suffix == ".onnx" else folder
+    return bundled is not None and folder.resolve() == bundled.resolve()
+
+
 def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
     """The decoder the options ask for, favouring --hotwords if given, restoring the casing and punctuation
     of finals unless --plain (raises LMError, or HotwordError, RestorerError and other ValueErrors, with a
     one-line reason)."""
     if args.greedy and (args.beam or args.lm):
         raise ValueError("--greedy cannot be combined with --beam or --lm")
-    bundled_model = args.model is None and args.onnx_dir is None
+    bundled_model = args.model is None and (args.onnx_dir is None or is_bundled_export(args.onnx_dir))
     if args.greedy or not (args.beam or args.lm or bundled_model):
         lm = None
     else:

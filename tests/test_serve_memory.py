@@ -48,8 +48,10 @@ def test_rss_stays_flat_over_1000_connections_after_warming_up():
     """A stream's state alone is ~2 MB (12 layers of key/value caches), so a leak of anything per connection
     shows as a rising level. On the onnx backend the RSS climbs by ~10-15 MB over the first several hundred
     connections and then levels off (measured 2026-11-26: 200.0, 211.0 after 500, 212.8 after 1000, 213.1
-    after 1500 MB), and it swings by a few MB with the allocator, so the medians of three readings in each
-    half are compared after a long warm-up, not two single readings."""
+    after 1500 MB), and it swings with the allocator by up to ~9 MB either way (2026-11-27: 209.5, 200.5,
+    200.5, 200.5, 204.8, 207.3), so the medians of three readings in each half are compared after a long
+    warm-up, not two single readings, and a rise of 10 MB over 500 connections (20 kB a connection, 1% of
+    one stream's state) fails."""
     audio = sf.read(EXAMPLES / "synthetic_slt.flac", dtype="int16")[0].tobytes()
     server = ServerProcess("--workers", "1")  # the RSS measured is the serving process's own
     url = f"ws://127.0.0.1:{server.port}/asr"
@@ -64,4 +66,4 @@ def test_rss_stays_flat_over_1000_connections_after_warming_up():
     assert server.proc.returncode == 0
     print("RSS every 166 connections:", " ".join(f"{r:.1f}" for r in readings), "MB")
     early, late = sorted(readings[:3])[1], sorted(readings[3:])[1]  # medians: one reading may swing either way
-    assert late - early < 5, f"the RSS rose from {early:.1f} MB to {late:.1f} MB over 500 connections"
+    assert late - early < 10, f"the RSS rose from {early:.1f} MB to {late:.1f} MB over 500 connections"
