@@ -68,16 +68,16 @@ class Span:
     keep: Tensor | None  # `carried_rows` (B, H, W-1) of the keys/values (padded rows); None: the last W-1 of all
 
     @classmethod
-    def build(cls, num_queries: int, num_keys: int, window: int | None, invalid: Tensor | int, heads: int,
-              ends: Tensor | None = None, max_distance: int = 128) -> "Span":
-        """invalid (B,) or an int: each row's empty leading cache slots; ends (B,), if given: each row's real new
-        frames (the rest padding; a streaming step with W-1 cache slots)."""
+    def build(cls, num_queries: int, num_keys: int, window: int | None, buckets: int, invalid: Tensor | int,
+              heads: int, ends: Tensor | None = None) -> "Span":
+        """buckets: the distance-bias buckets; invalid (B,) or an int: each row's empty leading cache slots;
+        ends (B,), if given: each row's real new frames (the rest padding; a streaming step with W-1 cache
+        slots)."""
         invalid = torch.as_tensor(invalid)
         device = invalid.device
         allowed = sliding_window_mask(num_queries, num_keys, window, invalid, device=device)  # (B, Tq, Tk)
         mask = torch.zeros(allowed.shape, device=device).masked_fill(~allowed, float("-inf")).unsqueeze(-3)
         q = torch.arange(num_queries, device=device)[:, None] + (num_keys - num_queries)
-        buckets = window if window is not None else max_distance
         distance = (q - torch.arange(num_keys, device=device)[None, :]).clamp(0, buckets - 1)
         keep = None
         if ends is not None and window is not None:
@@ -103,7 +103,7 @@ class SelfAttention(nn.Module):
 
     def span(self, num_queries: int, num_keys: int, invalid: Tensor | int, ends: Tensor | None = None) -> Span:
         """The `Span` of a step of this layer's shape (see `Span.build`)."""
-        return Span.build(num_queries, num_keys, self.window, invalid, self.n_heads, ends, self.num_buckets)
+        return Span.build(num_queries, num_keys, self.window, self.num_buckets, invalid, self.n_heads, ends)
 
     def forward(self, x: Tensor, k_cache: Tensor, v_cache: Tensor, span: Span) -> tuple[Tensor, Tensor, Tensor]:
         """x (B, T, D); k_cache, v_cache (B, H, L, D/H) from earlier frames; `span` of this step (Tk = L + T).
