@@ -143,3 +143,22 @@ def test_a_peer_is_run_in_workers_of_bounded_size(tmp_path: Path, monkeypatch) -
         by_worker.setdefault(row["pid"], []).append(row)
     assert sorted(len(r) for r in by_worker.values()) == [50, peers.ROWS_PER_WORKER, peers.ROWS_PER_WORKER]
     assert sorted({r["rerun"] for r in w} == {3} for w in by_worker.values()) == [False, False, True]
+
+
+def test_ceiling_bench_on_a_few_rows(tmp_path: Path) -> None:
+    """scripts/bench/ceiling.py on small sizes: every row's cost is positive, the model's share is part of
+    it, and each bound is cores x 500 ms over the costs it counts."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "ceiling.py"), "--rows", "1", "3",
+                           "--seconds", "2", "--clients", "2", "--socket-seconds", "2", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, env=_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "serve_ceiling.json").read_text())
+    sockets, cores = result["sockets"], result["cpus"]
+    assert sockets["events"] > 0 and sockets["cpu_ms_per_chunk"] > 0 and sockets["clients_cpu_ms_per_chunk"] > 0
+    assert [r["rows"] for r in result["recognition"]] == [1, 3]
+    for r in result["recognition"]:
+        assert 0 < r["features_and_model_ms"] < r["cpu_ms_per_chunk"]
+        served = r["cpu_ms_per_chunk"] + sockets["cpu_ms_per_chunk"]
+        assert r["bound_streams"] == int(cores * 500 / served)
+        assert r["bound_streams_with_clients"] == int(cores * 500 / (served + sockets["clients_cpu_ms_per_chunk"]))
+    assert "| 3 |" in (tmp_path / "serve_ceiling.md").read_text()

@@ -1,4 +1,8 @@
 """The front end: log-mel frames, incremental extraction, resampling and downmixing."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import soundfile as sf
@@ -78,3 +82,16 @@ def test_resampling_and_downmix(tmp_path):
     reference = 0.5 * np.sin(2 * np.pi * 440 * np.arange(16000) / 16000)
     assert np.abs(a[200:-200] - 0.25 * reference[200:-200]).max() < 1e-2  # averaged, not one channel or a sum
     assert np.abs(b[200:-200] - reference[200:-200]).max() < 2e-2
+
+
+def test_the_features_run_on_one_thread():
+    """Importing asr keeps numpy's BLAS to one thread (set before numpy loads), so the filterbank's matrix
+    product starts no threads that spin beside the stream. Checked in a fresh interpreter with none of the
+    thread variables set, asr imported first (as every entry point does): the process has one thread after
+    computing features."""
+    code = ("from asr.features import Fbank\nimport os, numpy as np\n"
+            "Fbank()(np.random.default_rng(0).standard_normal((1, 16000)).astype(np.float32))\n"
+            "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout.split()
+    assert out == ["1", "1"]

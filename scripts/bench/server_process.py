@@ -55,8 +55,7 @@ class ServerUnderTest:
 
     def __init__(self, args: list[str], start_timeout: float = 600.0):
         self.proc = subprocess.Popen([sys.executable, "-m", "asr.serve", "--port", "0", "--max-streams", "1000", *args],
-                                     cwd=ROOT, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "OMP_NUM_THREADS": "1"})
+                                     cwd=ROOT, stderr=subprocess.PIPE, text=True)
         self.log: list[str] = []
         first: list[str] = []
         reader = threading.Thread(target=lambda: first.append(self.proc.stderr.readline()), daemon=True)
