@@ -4,6 +4,7 @@ import os
 # numpy's OpenBLAS starts a thread per core when it loads, and after each small matrix product (the
 # log-mel filterbank of a chunk) those threads spin waiting for more. The runtime is one thread per
 # stream by design (`--threads`), so it keeps numpy's BLAS to one thread unless told otherwise; this has
-# to happen before numpy loads. Measured 2026-11-27 on 2 cores: `asr.transcribe` of the two examples
-# 1.68 -> 1.22 s of user CPU, and an `asr.serve` worker lost the ~40% of a core its spinning thread took.
+# to happen before numpy loads. Measured 2026-11-27 on 2 cores: `asr.transcribe` of the two examples took
+# 1.68 s of user CPU with numpy's default and 1.22 s with this; each `asr.serve` worker (2 workers, 40
+# clients) had, beside its model thread, an OpenBLAS thread busy 38-41% of a core.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
