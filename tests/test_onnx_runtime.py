@@ -87,7 +87,8 @@ def test_the_default_backend_follows_the_model(tmp_path, monkeypatch):
 def test_int8_is_the_bundled_models_graph_with_its_decoding():
     """--int8 alone runs the bundled export's int8 graph with the bundled model's default decoding (the
     word-LM beam search), as does --onnx-dir naming the shipped export (an export of one's own decodes
-    greedily unless --beam or --lm); with torch it is refused."""
+    greedily unless --beam or --lm); --model may name an export folder; with torch or a .safetensors file
+    it is refused."""
     import argparse
 
     from asr import cli
@@ -100,6 +101,8 @@ def test_int8_is_the_bundled_models_graph_with_its_decoding():
     assert cli.load_decoder(args, recognizer).kind == "beam"
     shipped = parser.parse_args(["--onnx-dir", "asr/pretrained/onnx/encoder.int8.onnx"])  # the same graph, named
     assert cli.load_decoder(shipped, cli.load_recognizer(shipped)).kind == "beam"
+    folder = parser.parse_args(["--int8", "--model", "asr/pretrained/onnx"])  # an export folder given as --model
+    assert cli.load_recognizer(folder).info["onnx"]["graph"] == "encoder.int8.onnx"
     for bad in (["--int8", "--backend", "torch"], ["--int8", "--model", "asr/pretrained/default.safetensors"]):
         with pytest.raises(ValueError, match="--int8"):
             cli.load_recognizer(parser.parse_args(bad))
