@@ -57,8 +57,8 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
                              "with it and gives the same text, faster), torch for a .safetensors --model")
     parser.add_argument("--onnx-dir", help="an exported ONNX folder (python -m asr.export); implies --backend onnx")
     parser.add_argument("--int8", action="store_true",
-                        help="the int8 graph of the ONNX export (the bundled model's unless --onnx-dir or --model names "
-                             "a folder): smaller and faster, within a few tenths of a point of WER; "
+                        help="the int8 graph of the ONNX export (the bundled model's unless --onnx-dir or --model "
+                             "names a folder): smaller and faster, within a few tenths of a point of WER; "
                              "implies --backend onnx")
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="CPU threads for the acoustic model (default 1: a 500 ms chunk is too small to "
@@ -129,7 +129,8 @@ def load_recognizer(args: argparse.Namespace) -> Recognizer:
     int8 = getattr(args, "int8", False)
     if int8 and args.backend == "torch":
         raise ValueError("--int8 is a graph of the ONNX export: it needs --backend onnx, not torch")
-    if int8 and args.model and not args.onnx_dir and (Path(args.model).is_file() or Path(args.model).suffix == ".safetensors"):
+    if int8 and args.model and not args.onnx_dir and (
+            Path(args.model).is_file() or Path(args.model).suffix == ".safetensors"):  # an export is a folder
         raise ValueError(f"--int8 takes its graph from an ONNX export folder, and {args.model} is a file: "
                          "name the folder with --onnx-dir or --model")
     backend = "onnx" if args.onnx_dir or int8 else args.backend  # None: default_backend(the model)

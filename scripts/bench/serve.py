@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import functools
 import json
 import os
 import random
@@ -47,8 +48,9 @@ PAUSE = RATE * 6 // 10  # 0.6 s of silence after each example in the loop
 EXAMPLES = sorted((ROOT / "asr" / "examples").glob("*.flac"))
 
 
+@functools.cache
 def speech_loop() -> np.ndarray:
-    """The shipped examples in turn, each followed by 0.6 s of silence (int16)."""
+    """The shipped examples in turn, each followed by 0.6 s of silence (int16); read once, never written to."""
     pieces = []
     for path in EXAMPLES:
         pieces += [sf.read(path, dtype="int16")[0], np.zeros(PAUSE, np.int16)]
