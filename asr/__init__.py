@@ -8,3 +8,14 @@ import os
 # 1.68 s of user CPU with numpy's default and 1.22 s with this; each `asr.serve` worker (2 workers, 40
 # clients) had, beside its model thread, an OpenBLAS thread busy 38-41% of a core.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def load(model=None, **options):
+    """A model ready to transcribe files and arrays and to stream live audio: `asr.api.load` (its options:
+    backend, int8, threads, greedy, beam, lm, beam_config, hotwords, restore, restorer, endpoint).
+
+        import asr
+        print(asr.load().transcribe("talk.m4a").text)
+    """
+    from asr import api  # imported on first use: `import asr.audio` alone stays light
+    return api.load(model, **options)

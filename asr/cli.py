@@ -6,17 +6,20 @@ word LM (`--greedy` turns it off); with another model, greedy CTC unless `--lm` 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import sys
 from pathlib import Path
+from typing import Callable
 
-from asr.audio import SAMPLE_RATE
+from asr import api
+from asr.api import chunk_samples  # noqa: F401  (the tools' --chunk-ms in samples)
 from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
-from asr.decoding.hotwords import DEFAULT_BOOST, read_hotwords
+from asr.decoding.hotwords import DEFAULT_BOOST
 from asr.endpoint import EndpointConfig
 from asr.model.backend import BACKENDS
 from asr.recognizer import Recognizer
-from asr.restore.restorer import load_restorer
 
 
 def _positive(kind: type):
@@ -78,11 +81,6 @@ def add_chunk_ms(parser: argparse.ArgumentParser, default: float, help: str) -> 
     parser.add_argument("--chunk-ms", type=positive_float, default=default, help=help)
 
 
-def chunk_samples(chunk_ms: float) -> int:
-    """16 kHz samples in `chunk_ms` milliseconds (at least one)."""
-    return max(1, round(chunk_ms * SAMPLE_RATE / 1000))
-
-
 def add_decoder_args(parser: argparse.ArgumentParser) -> None:
     """--greedy / --beam / --lm and the beam search's weights."""
     defaults = BeamConfig()
@@ -125,7 +123,7 @@ def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
 
 
 def load_recognizer(args: argparse.Namespace) -> Recognizer:
-    """The acoustic model the options name (raises ModelError with a one-line reason)."""
+    """The acoustic model the options name (raises ModelError, or ValueError, with a one-line reason)."""
     int8 = getattr(args, "int8", False)
     if int8 and args.backend == "torch":
         raise ValueError("--int8 is a graph of the ONNX export: it needs --backend onnx, not torch")
@@ -133,45 +131,47 @@ def load_recognizer(args: argparse.Namespace) -> Recognizer:
             Path(args.model).is_file() or Path(args.model).suffix == ".safetensors"):  # an export is a folder
         raise ValueError(f"--int8 takes its graph from an ONNX export folder, and {args.model} is a file: "
                          "name the folder with --onnx-dir or --model")
-    backend = "onnx" if args.onnx_dir or int8 else args.backend  # None: default_backend(the model)
-    return Recognizer.load(args.onnx_dir or args.model, backend, args.threads, int8=int8)
-
-
-def is_bundled_export(path: str | Path) -> bool:
-    """Whether `path` (an exported folder, or a graph file in one) is the bundled model's shipped export,
-    which gets the bundled model's decoding like the bundled model itself."""
-    from asr.model.onnx_backend import default_onnx_dir  # imports numpy only (onnxruntime when a graph loads)
-    folder, bundled = Path(path), default_onnx_dir()
-    folder = folder.parent if folder.suffix == ".onnx" else folder
-    return bundled is not None and folder.resolve() == bundled.resolve()
+    backend = "onnx" if args.onnx_dir else args.backend  # None: default_backend(the model)
+    return api.load_recognizer(args.onnx_dir or args.model, backend, args.threads, int8)
 
 
 def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
-    """The decoder the options ask for, favouring --hotwords if given, restoring the casing and punctuation
-    of finals unless --plain (raises LMError, or HotwordError, RestorerError and other ValueErrors, with a
-    one-line reason)."""
+    """The decoder the options ask for (`asr.api.load_decoder`), favouring --hotwords if given, restoring the
+    casing and punctuation of finals unless --plain (raises LMError, or HotwordError, RestorerError and other
+    ValueErrors, with a one-line reason)."""
     if args.greedy and (args.beam or args.lm):
         raise ValueError("--greedy cannot be combined with --beam or --lm")
-    bundled_model = args.model is None and (args.onnx_dir is None or is_bundled_export(args.onnx_dir))
-    if args.greedy or not (args.beam or args.lm or bundled_model):
-        lm = None
-    else:
-        lm = Path(args.lm) if args.lm else "bundled"
+    hotwords = getattr(args, "hotwords", None)
+    if hotwords and (args.greedy or not (args.beam or args.lm or _bundled(args))):
+        raise ValueError("--hotwords needs the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
     cfg = BeamConfig(args.beam_size, args.lm_weight, args.word_score,
                      getattr(args, "lexicon_words", BeamConfig().lexicon_words), args.beam_threshold)
-    hotwords = getattr(args, "hotwords", None)
-    if hotwords and lm is None:
-        raise ValueError("--hotwords needs the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
-    words = read_hotwords(hotwords, recognizer.tokenizer) if hotwords else None  # HotwordError: FILE:LINE: reason
-    if getattr(args, "plain", True):
-        restorer = None
-    elif getattr(args, "restorer", None):
-        path = Path(args.restorer)
-        restorer = load_restorer("onnx" if path.suffix == ".onnx" else "torch", path)  # RestorerError naming it
-    else:
-        restorer = "bundled"
-    decoder = Decoder.load(recognizer.tokenizer, lm, cfg, restorer)
-    return decoder.with_hotwords(words) if words else decoder
+    return api.load_decoder(recognizer, _bundled(args), args.greedy, args.beam, args.lm, cfg, hotwords,
+                            restore=not getattr(args, "plain", True), restorer=getattr(args, "restorer", None))
+
+
+def _bundled(args: argparse.Namespace) -> bool:
+    """Whether the options name the bundled model (or its shipped export), which decodes with the word LM."""
+    return args.model is None and api.is_bundled(args.onnx_dir)
+
+
+def load_transcriber(args: argparse.Namespace) -> api.Transcriber:
+    """The model, decoder and endpointing the options ask for (errors as in load_recognizer, load_decoder)."""
+    recognizer = load_recognizer(args)
+    return api.Transcriber(recognizer, load_decoder(args, recognizer), endpoint_config(args).validate())
+
+
+def quiet_when_piped_output_closes(main: Callable[..., int]) -> Callable[..., int]:
+    """A tool's `main` that ends quietly (exit status 0) when its output's reader goes away, as in
+    `python -m asr.stream --json | head -1`, instead of a BrokenPipeError traceback."""
+    @functools.wraps(main)
+    def run(*args, **kwargs) -> int:
+        try:
+            return main(*args, **kwargs)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+            return 0
+    return run
 
 
 def error(tool: str, message: object) -> None:

@@ -22,7 +22,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from asr.audio import SAMPLE_RATE
+from asr.audio import SAMPLE_RATE, Chunker
 from asr.decoding.ctc import Token, Word, greedy_tokens
 from asr.decoding.decoder import Decoder
 from asr.recognizer import Recognizer
@@ -171,30 +171,66 @@ class Segmenter:
         return [emission]
 
 
-def emissions(recognizer: Recognizer, chunks: Iterable[np.ndarray], decoder: Decoder | None = None,
-              cfg: EndpointConfig | None = None, early: bool = True) -> Iterator[Emission]:
-    """The one emission loop for files, microphones and the server: 16 kHz float32 chunks in, emissions
-    out (greedy unless a `decoder` is given): a partial after each chunk, and each final as soon as the
-    audio holds its endpoint (`asr.stepping`; `early=False`: only at the end of a chunk, as before the
-    finals were hurried, which changes nothing but their `time` and `compute_ms`). Memory stays
-    bounded: a closed segment's state is dropped."""
-    segmenter = Segmenter(decoder or Decoder(recognizer.tokenizer), recognizer.frame_seconds, cfg)
-    stepper: Stepper | None = None
-    state = recognizer.initial_state()
-    for chunk in chunks:
-        stepper = stepper or Stepper(max(1, len(chunk)), marked=True)  # the first chunk's size is the nominal one
-        stepper.push(chunk, boundary=True)
-        while (step := stepper.next(due_sample(recognizer, segmenter) if early else None)) is not None:
+class Stream:
+    """One live stream, pushed as its audio arrives: `push` each piece of 16 kHz float32 samples, then
+    `finish` once; each returns the emissions that became due (a partial after each chunk, each final as
+    soon as the audio holds its endpoint: `asr.stepping`; `early=False`: only at the end of a chunk, which
+    changes nothing but the finals' `time` and `compute_ms`). Pieces are chunk boundaries as they come,
+    or, with `chunk_samples`, are cut into chunks of exactly that many samples first (any piece lengths
+    then give the same emissions). Memory stays bounded: a closed segment's state is dropped."""
+
+    def __init__(self, recognizer: Recognizer, decoder: Decoder | None = None, cfg: EndpointConfig | None = None,
+                 early: bool = True, chunk_samples: int | None = None):
+        self.recognizer = recognizer
+        self.segmenter = Segmenter(decoder or Decoder(recognizer.tokenizer), recognizer.frame_seconds, cfg)
+        self.early = early
+        self.chunker = Chunker(chunk_samples) if chunk_samples else None
+        self.stepper: Stepper | None = None  # made at the first chunk, whose size is the nominal one
+        self.state = recognizer.initial_state()
+        self.finished = False
+
+    def push(self, samples: np.ndarray) -> list[Emission]:
+        """More audio (N,) -> the emissions it completes."""
+        if self.finished:
+            raise ValueError("this stream is finished: start a new one")
+        samples = np.asarray(samples, dtype=np.float32).reshape(-1)
+        chunks = self.chunker.push(samples) if self.chunker else [samples]
+        return [e for chunk in chunks for e in self._chunk(chunk)]
+
+    def _chunk(self, chunk: np.ndarray) -> list[Emission]:
+        self.stepper = self.stepper or Stepper(max(1, len(chunk)), marked=True)
+        self.stepper.push(chunk, boundary=True)
+        out: list[Emission] = []
+        while (step := self.stepper.next(self._due())) is not None:
             piece, partial = step
             began = time.perf_counter()
-            logprobs, state = recognizer.step(piece, state)
+            logprobs, self.state = self.recognizer.step(piece, self.state)
             compute_ms = (time.perf_counter() - began) * 1000
-            yield from segmenter.push(logprobs, stepper.stepped / SAMPLE_RATE, compute_ms, partial=partial)
-    now = stepper.stepped / SAMPLE_RATE if stepper else 0.0
-    began = time.perf_counter()
-    logprobs, state = recognizer.finish(state)  # the tail: its update emits no partial, the final shows it
-    yield from segmenter.push(logprobs, now, (time.perf_counter() - began) * 1000, partial=False)
-    yield from segmenter.finish(now)
+            out += self.segmenter.push(logprobs, self.stepper.stepped / SAMPLE_RATE, compute_ms, partial=partial)
+        return out
+
+    def _due(self) -> int | None:
+        return due_sample(self.recognizer, self.segmenter) if self.early else None
+
+    def finish(self) -> list[Emission]:
+        """End of input: the last chunk's emissions, then the tail's (no partial) and the open segment's final."""
+        out = [e for chunk in (self.chunker.flush() if self.chunker else []) for e in self._chunk(chunk)]
+        self.finished = True
+        now = self.stepper.stepped / SAMPLE_RATE if self.stepper else 0.0
+        began = time.perf_counter()
+        logprobs, self.state = self.recognizer.finish(self.state)  # the tail: no partial, the final shows it
+        out += self.segmenter.push(logprobs, now, (time.perf_counter() - began) * 1000, partial=False)
+        return out + self.segmenter.finish(now)
+
+
+def emissions(recognizer: Recognizer, chunks: Iterable[np.ndarray], decoder: Decoder | None = None,
+              cfg: EndpointConfig | None = None, early: bool = True) -> Iterator[Emission]:
+    """The one emission loop for files and microphones: 16 kHz float32 chunks in (each a chunk boundary),
+    emissions out, greedy unless a `decoder` is given (`Stream`, fed from an iterable)."""
+    stream = Stream(recognizer, decoder, cfg, early)
+    for chunk in chunks:
+        yield from stream.push(chunk)
+    yield from stream.finish()
 
 
 def due_sample(recognizer: Recognizer, segmenter: Segmenter) -> int | None:

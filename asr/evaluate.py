@@ -104,6 +104,7 @@ def restorer_lines(decoder: Decoder, path: Path) -> list[str]:
             format_summary("baseline", score_baseline(sentences).summary())]
 
 
+@cli.quiet_when_piped_output_closes
 def main(argv: list[str] | None = None) -> int:
     parser = cli.new_parser("asr.evaluate", __doc__)
     cli.add_manifest_args(parser, required=False)

@@ -42,6 +42,12 @@ class Transcript:
         """The plain upper-case words of the whole transcript."""
         return " ".join(s.plain or s.text for s in self.segments) if self.segments else self.text
 
+    def render(self, fmt: str = "txt") -> str:
+        """This transcript in format `fmt` (one of FORMATS: txt, json, srt, vtt)."""
+        if fmt not in WRITERS:
+            raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+        return WRITERS[fmt](self)
+
 
 def to_txt(t: Transcript) -> str:
     return t.text + "\n"
@@ -96,4 +102,4 @@ WRITERS = {"txt": to_txt, "json": to_json, "srt": to_srt, "vtt": to_vtt}
 
 def render(t: Transcript, fmt: str) -> str:
     """The transcript in format `fmt` (one of FORMATS)."""
-    return WRITERS[fmt](t)
+    return t.render(fmt)

@@ -26,7 +26,7 @@ from asr import cli
 from asr.audio import SAMPLE_RATE, AudioError, load_audio, read_blocks, rechunk
 from asr.decoding.beam import LMError
 from asr.decoding.ctc import greedy_decode
-from asr.endpoint import Emission, emissions
+from asr.endpoint import Emission
 from asr.model.backend import ModelError
 from asr.recognizer import Recognizer
 
@@ -71,7 +71,8 @@ def compare_offline(recognizer: Recognizer, wave: np.ndarray, chunk_samples: int
 def _parser() -> argparse.ArgumentParser:
     parser = cli.new_parser("asr.stream", __doc__)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--file", help="audio file fed through the streaming path")
+    source.add_argument("--file", help="audio or video file fed through the streaming path (- : standard input, "
+                                        "decoded as it arrives)")
     source.add_argument("--mic", action="store_true", help="live input (16 kHz mono int16 via PortAudio)")
     source.add_argument("--list-devices", action="store_true", help="list audio devices and exit")
     parser.add_argument("--device", help="input device number or name (default: the system default)")
@@ -88,11 +89,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@cli.quiet_when_piped_output_closes
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.file is None and (args.realtime or args.compare_offline):
         parser.error("--realtime and --compare-offline need --file")
+    if args.file == "-" and args.compare_offline:
+        parser.error("--compare-offline reads the file twice: it needs a file, not standard input (-)")
     from asr import microphone  # sounddevice itself is imported only when a device is used
     if args.list_devices:
         try:
@@ -102,19 +106,17 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return 0
     try:
-        recognizer = cli.load_recognizer(args)
-        decoder = cli.load_decoder(args, recognizer)
+        model = cli.load_transcriber(args)
     except (ModelError, LMError, ValueError, OSError) as err:
         cli.error("stream", err)
         return 1
     chunk_samples = cli.chunk_samples(args.chunk_ms)
     max_samples = None if args.max_seconds is None else round(args.max_seconds * SAMPLE_RATE)
     display = LineDisplay(sys.stdout, sys.stdout.isatty())
-    endpoint = cli.endpoint_config(args)
 
     def show(chunks: Iterable[np.ndarray], pace: bool = False) -> None:
         chunks = rechunk(chunks, chunk_samples, max_samples)
-        for emission in emissions(recognizer, paced(chunks) if pace else chunks, decoder, endpoint):
+        for emission in model.emissions(paced(chunks) if pace else chunks):
             if args.json:
                 print(json.dumps(emission.to_json()), flush=True)
             else:
@@ -125,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         show(read_blocks(args.file), pace=args.realtime)
         if args.compare_offline:
-            diff, mismatches = compare_offline(recognizer, load_audio(args.file), chunk_samples)
+            diff, mismatches = compare_offline(model.recognizer, load_audio(args.file), chunk_samples)
             print(f"max_abs_diff={diff:.3g} token_mismatches={mismatches}")
     except AudioError as err:
         if display.tty:

@@ -3,8 +3,9 @@
     python -m asr.transcribe AUDIO_OR_DIR_OR_MANIFEST... [--model PATH]
                              [--format txt|json|srt|vtt] [--output-dir DIR]
 
-Inputs: audio files (wav/flac/ogg..., any rate, mono or stereo, any length), folders (searched
-recursively for audio) and manifests (*.jsonl). Files are read block-wise and resampled
+Inputs: audio and video files (wav/flac/mp3/m4a/mp4/webm..., anything ffmpeg reads; any rate, mono or
+stereo, any length), `-` for standard input, folders (searched recursively for audio) and manifests
+(*.jsonl). Files are read block-wise and resampled
 block-wise exactly (asr.audio.read_blocks), so an hour-long file needs little memory.
 Without --output-dir the results go to stdout (txt: the text alone for one file, FILE<TAB>TEXT
 lines for several; json: one object a line). A failed file gives one error line on stderr;
@@ -14,23 +15,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterable
 
-import numpy as np
-import soundfile as sf
 from tqdm import tqdm
 
 from asr import cli
-from asr.audio import AUDIO_SUFFIXES, SAMPLE_RATE, AudioError, read_blocks, rechunk
+from asr.audio import AUDIO_SUFFIXES, AudioError, audio_duration
 from asr.decoding.beam import LMError
-from asr.decoding.decoder import Decoder
-from asr.endpoint import EndpointConfig, emissions
 from asr.manifest import ManifestError, read_manifest
 from asr.model.backend import ModelError
-from asr.outputs import FORMATS, Segment, Transcript, render
-from asr.recognizer import Recognizer
+from asr.outputs import FORMATS
 
 MANIFEST_SUFFIXES = (".jsonl",)
 PROGRESS_SECONDS = 60.0  # show a progress bar (on a terminal) for at least this much audio...
@@ -62,39 +57,18 @@ def expand_inputs(items: Iterable[str]) -> tuple[list[Path], list[str]]:
     return files, errors
 
 
-def transcribe_file(recognizer: Recognizer, path: Path, chunk_samples: int = 32000,
-                    progress: Callable[[float], None] | None = None, decoder: Decoder | None = None,
-                    endpoint: EndpointConfig | None = None) -> Transcript:
-    """One file through the streaming recognizer, endpointer and decoder (greedy if none is given);
-    raises AudioError."""
-    samples = 0
-
-    def counted(chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
-        nonlocal samples
-        for chunk in chunks:
-            samples += chunk.size
-            if progress:
-                progress(chunk.size / SAMPLE_RATE)
-            yield chunk
-
-    began = time.perf_counter()
-    chunks = counted(rechunk(read_blocks(path), chunk_samples))
-    segments = [Segment(e.start, e.end, e.text, e.words, e.plain or "")
-                for e in emissions(recognizer, chunks, decoder, endpoint) if e.is_final]
-    duration = samples / SAMPLE_RATE
-    rtf = (time.perf_counter() - began) / duration if duration else 0.0
-    return Transcript(str(path), " ".join(s.text for s in segments), duration, segments, rtf)
-
-
 def _duration(path: Path) -> float:
+    """Seconds of audio from the file's header, for the progress bar (0 for stdin or an unreadable file,
+    which is reported when it is transcribed)."""
     try:
-        return sf.info(str(path)).duration
-    except Exception:  # unreadable files are reported when they are transcribed
+        return 0.0 if str(path) == "-" else audio_duration(path)
+    except AudioError:
         return 0.0
 
 
 def _output_name(path: Path, fmt: str, used: set[str]) -> str:
     """DIR-relative output name: stem.fmt, else name.fmt, else a numbered name if taken."""
+    path = Path("stdin") if str(path) == "-" else path
     for name in (f"{path.stem}.{fmt}", f"{path.name}.{fmt}"):
         if name not in used:
             break
@@ -117,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@cli.quiet_when_piped_output_closes
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -126,15 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         return 1
     try:
-        recognizer = cli.load_recognizer(args)
-        decoder = cli.load_decoder(args, recognizer)
+        model = cli.load_transcriber(args)
         if args.output_dir:
             args.output_dir.mkdir(parents=True, exist_ok=True)
     except (ModelError, LMError, ValueError, OSError) as err:
         cli.error("transcribe", err)
         return 1
-    endpoint = cli.endpoint_config(args)
-    chunk_samples = cli.chunk_samples(args.chunk_ms)
     total = sum(_duration(f) for f in files)
     show_bar = sys.stderr.isatty() and (total >= PROGRESS_SECONDS or len(files) >= PROGRESS_FILES)
     failed: list[str] = []
@@ -144,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
         for path in files:
             bar.set_description(path.name[-30:])
             try:
-                result = transcribe_file(recognizer, path, chunk_samples, bar.update, decoder, endpoint)
+                result = model.transcribe(path, chunk_ms=args.chunk_ms, progress=bar.update)
             except AudioError as err:
                 tqdm.write(f"asr.transcribe: error: {err}", file=sys.stderr)
                 failed.append(str(path))
                 continue
-            text = render(result, args.format)
+            text = result.render(args.format)
             if args.output_dir:
                 (args.output_dir / _output_name(path, args.format, used)).write_text(text)
             elif args.format == "txt" and len(files) > 1:

@@ -1,0 +1,177 @@
+"""The Python API: load a model once, then transcribe files and arrays, or stream live audio.
+
+    import asr
+    model = asr.load()                          # the bundled model, word-LM beam search, cased finals
+    result = model.transcribe("talk.m4a")       # a file (anything ffmpeg reads), or samples (N,) / (N, C)
+    result.text                                 # "The water was cold."
+    result.words                                # [Word(word='THE', start=0.48, end=0.6), ...]
+    result.render("srt")                        # also "txt", "json", "vtt"
+
+    stream = model.stream()                     # live audio, pushed as it arrives (any piece lengths)
+    for event in stream.push(samples): ...      # partials and finals (`asr.endpoint.Emission`)
+    for event in stream.finish(): ...           # the last final
+
+Every command-line tool loads its model and decoder through `load_recognizer` and `load_decoder`
+here, so `asr.load(...)`'s options mean what the flags of the same names mean.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from asr.audio import SAMPLE_RATE, StreamingResampler, read_blocks, rechunk, resample
+from asr.decoding.beam import BeamConfig
+from asr.decoding.decoder import Decoder
+from asr.decoding.hotwords import parse_hotwords, read_hotwords
+from asr.endpoint import Emission, EndpointConfig, Stream, emissions
+from asr.outputs import Segment, Transcript
+from asr.recognizer import Recognizer
+from asr.restore.restorer import load_restorer
+
+Audio = str | Path | np.ndarray
+
+
+def load_recognizer(model: str | Path | None = None, backend: str | None = None, threads: int = 1,
+                    int8: bool = False) -> Recognizer:
+    """The acoustic model: a .safetensors file (torch) or an exported ONNX folder, else the bundled one
+    (on onnx where onnxruntime is installed). `int8`: the ONNX export's int8 graph. Raises ModelError,
+    or ValueError for options that do not go together."""
+    if int8 and backend == "torch":
+        raise ValueError("int8 is a graph of the ONNX export: it needs the onnx backend, not torch")
+    if int8 and model and (Path(model).is_file() or Path(model).suffix == ".safetensors"):
+        raise ValueError(f"the int8 graph comes from an ONNX export folder, and {model} is a file")
+    return Recognizer.load(model, "onnx" if int8 else backend, threads, int8=int8)
+
+
+def is_bundled(model: str | Path | None) -> bool:
+    """Whether `model` names the bundled model: None, or its shipped ONNX export (a folder or a graph in it)."""
+    if model is None:
+        return True
+    from asr.model.onnx_backend import default_onnx_dir  # imports numpy only (onnxruntime when a graph loads)
+    folder, bundled = Path(model), default_onnx_dir()
+    folder = folder.parent if folder.suffix == ".onnx" else folder
+    return bundled is not None and folder.resolve() == bundled.resolve()
+
+
+def load_decoder(recognizer: Recognizer, bundled: bool = True, greedy: bool = False, beam: bool = False,
+                 lm: str | Path | None = None, beam_config: BeamConfig | None = None,
+                 hotwords: str | Path | Sequence[str] | None = None, restore: bool = True,
+                 restorer: str | Path | None = None) -> Decoder:
+    """The decoder: greedy CTC, or the lexicon beam search with a word LM (`lm`, else the bundled one).
+    The bundled model (`bundled`) decodes with the beam search unless `greedy`; a model of your own decodes
+    greedily unless `beam` or `lm` asks for the search. `hotwords`: a hotword file, or its lines, to favour
+    (needs the search). `restore`: cased, punctuated finals (the bundled restorer, or `restorer`: .onnx, or
+    .safetensors with torch). Raises LMError, HotwordError, RestorerError or ValueError, each one line."""
+    if greedy and (beam or lm):
+        raise ValueError("greedy decoding cannot be combined with beam or lm")
+    use_lm = None if greedy or not (beam or lm or bundled) else (Path(lm) if lm else "bundled")
+    if hotwords and use_lm is None:
+        raise ValueError("hotwords need the beam search with a word LM (not greedy; with a model of your own, "
+                         "ask for beam or an lm)")
+    if isinstance(hotwords, (str, Path)):
+        words = read_hotwords(hotwords, recognizer.tokenizer)  # HotwordError: FILE:LINE: reason
+    else:
+        words = parse_hotwords(list(hotwords), "hotwords", recognizer.tokenizer) if hotwords else None
+    if not restore:
+        restore_with = None
+    elif restorer:
+        restore_with = load_restorer("onnx" if Path(restorer).suffix == ".onnx" else "torch", Path(restorer))
+    else:
+        restore_with = "bundled"
+    decoder = Decoder.load(recognizer.tokenizer, use_lm, beam_config or BeamConfig(), restore_with)
+    return decoder.with_hotwords(words) if words else decoder
+
+
+def load(model: str | Path | None = None, *, backend: str | None = None, int8: bool = False, threads: int = 1,
+         greedy: bool = False, beam: bool = False, lm: str | Path | None = None,
+         beam_config: BeamConfig | None = None, hotwords: str | Path | Sequence[str] | None = None,
+         restore: bool = True, restorer: str | Path | None = None,
+         endpoint: EndpointConfig | None = None) -> "Transcriber":
+    """A model ready to transcribe: `model` as in `load_recognizer` (None: the bundled one), the decoding
+    as in `load_decoder`, and where segments end (`endpoint`, `asr.endpoint.EndpointConfig`)."""
+    recognizer = load_recognizer(model, backend, threads, int8)
+    decoder = load_decoder(recognizer, is_bundled(model), greedy, beam, lm, beam_config, hotwords, restore, restorer)
+    return Transcriber(recognizer, decoder, (endpoint or EndpointConfig()).validate())
+
+
+class LiveStream:
+    """A live stream at any sample rate: `push` pieces of any length, then `finish`; each returns the
+    emissions that became due (`asr.endpoint.Stream` after resampling to 16 kHz)."""
+
+    def __init__(self, stream: Stream, sample_rate: int = SAMPLE_RATE):
+        self.stream = stream
+        self.resampler = StreamingResampler(sample_rate) if sample_rate != SAMPLE_RATE else None
+
+    def push(self, samples: np.ndarray) -> list[Emission]:
+        samples = _mono(samples)
+        return self.stream.push(self.resampler.push(samples) if self.resampler else samples)
+
+    def finish(self) -> list[Emission]:
+        return (self.stream.push(self.resampler.flush()) if self.resampler else []) + self.stream.finish()
+
+
+class Transcriber:
+    """The acoustic model, decoder and endpointing of `load`, used by every entry point alike."""
+
+    def __init__(self, recognizer: Recognizer, decoder: Decoder, endpoint: EndpointConfig | None = None):
+        self.recognizer, self.decoder, self.endpoint = recognizer, decoder, endpoint or EndpointConfig()
+
+    def stream(self, sample_rate: int = SAMPLE_RATE, chunk_ms: float = 500.0) -> LiveStream:
+        """A live stream: audio pushed in pieces of any length is stepped in chunks of `chunk_ms` (a partial
+        after each); the emissions are those of `asr.stream` for the same audio and chunk size."""
+        return LiveStream(Stream(self.recognizer, self.decoder, self.endpoint, chunk_samples=chunk_samples(chunk_ms)),
+                          sample_rate)
+
+    def emissions(self, chunks: Iterable[np.ndarray]) -> Iterator[Emission]:
+        """16 kHz chunks (each a chunk boundary, as `asr.stream` cuts them) -> partials and finals."""
+        return emissions(self.recognizer, chunks, self.decoder, self.endpoint)
+
+    def transcribe(self, audio: Audio, sample_rate: int = SAMPLE_RATE, chunk_ms: float = 2000.0,
+                   progress: Callable[[float], None] | None = None) -> Transcript:
+        """A file (a path; "-" reads standard input) or samples (N,) or (N, C) at `sample_rate` -> its
+        Transcript: `text` (cased and punctuated unless loaded with restore=False), `words` with their times,
+        `segments`. `chunk_ms` changes only the speed; `progress` is called with the seconds of each chunk.
+        Raises AudioError (file + reason) for audio that cannot be read."""
+        if isinstance(audio, (str, Path)):
+            name, pieces = str(audio), read_blocks(audio)
+        else:
+            name, pieces = "<array>", iter([resample(_mono(audio), sample_rate)])
+        heard = 0
+
+        def counted(chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
+            nonlocal heard
+            for chunk in chunks:
+                heard += chunk.size
+                if progress:
+                    progress(chunk.size / SAMPLE_RATE)
+                yield chunk
+
+        began = time.perf_counter()
+        finals = [e for e in self.emissions(counted(rechunk(pieces, chunk_samples(chunk_ms)))) if e.is_final]
+        segments = [Segment(e.start, e.end, e.text, e.words, e.plain or "") for e in finals]
+        duration = heard / SAMPLE_RATE
+        rtf = (time.perf_counter() - began) / duration if duration else 0.0
+        return Transcript(name, " ".join(s.text for s in segments), duration, segments, rtf)
+
+
+def chunk_samples(chunk_ms: float) -> int:
+    """16 kHz samples in `chunk_ms` milliseconds (at least one)."""
+    if not chunk_ms > 0:
+        raise ValueError(f"chunk_ms must be > 0 (got {chunk_ms})")
+    return max(1, round(chunk_ms * SAMPLE_RATE / 1000))
+
+
+def _mono(samples: np.ndarray) -> np.ndarray:
+    """(N,) or (N, C) samples, float or integer PCM -> (N,) float32 in [-1, 1], channels averaged."""
+    samples = np.asarray(samples)
+    if np.issubdtype(samples.dtype, np.integer):
+        samples = samples / float(np.iinfo(samples.dtype).max + 1)
+    samples = samples.astype(np.float32, copy=False)
+    if samples.ndim == 2:
+        return samples.mean(axis=1)
+    if samples.ndim != 1:
+        raise ValueError(f"audio samples must be (N,) or (N, channels), not {samples.shape}")
+    return samples

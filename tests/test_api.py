@@ -1,0 +1,87 @@
+"""The Python API (`asr.load`): the same results as the command-line tools, from files, arrays and pushed pieces."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+import asr
+from asr import stream, transcribe
+from asr.audio import AudioError, resample
+from asr.decoding.ctc import Word
+from helpers import ROOT
+
+EXAMPLE = ROOT / "asr" / "examples" / "synthetic_slt.flac"
+
+
+@pytest.fixture(scope="module")
+def model() -> asr.api.Transcriber:
+    return asr.load()
+
+
+def test_a_file_gives_cased_text_with_word_times_as_the_cli(model, capsys) -> None:
+    result = model.transcribe(EXAMPLE)
+    assert result.text and result.text[0].isupper() and result.text != result.text.upper()  # restored
+    assert [w.word for w in result.words] == result.plain.split()
+    assert all(isinstance(w, Word) and 0 <= w.start <= w.end <= result.duration for w in result.words)
+    assert transcribe.main([str(EXAMPLE), "--format", "json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["text"] == result.text and printed["plain"] == result.plain
+    assert result.render("json") == result.render("json")  # the writers are the CLI's own
+    assert json.loads(result.render("json"))["words"] == printed["words"]
+    with pytest.raises(ValueError, match="unknown format"):
+        result.render("docx")
+
+
+def test_arrays_at_any_rate_and_channels_give_the_files_text(model, tmp_path) -> None:
+    wave, rate = sf.read(EXAMPLE, dtype="float32")
+    assert rate == 16000
+    expected = model.transcribe(EXAMPLE).text
+    assert model.transcribe(wave).text == expected
+    pcm = np.round(wave * 32767).astype(np.int16)  # integer PCM is scaled to [-1, 1]
+    assert model.transcribe(pcm).text == expected
+    stereo = np.stack([wave, wave], axis=1)  # (N, 2): the channels are averaged
+    assert model.transcribe(stereo).text == expected
+    other_rate = resample(wave, 16000, 22050)  # an array at 22.05 kHz reads as the same file would
+    sf.write(tmp_path / "22k.wav", other_rate, 22050, subtype="FLOAT")
+    assert model.transcribe(other_rate, sample_rate=22050).text == model.transcribe(tmp_path / "22k.wav").text
+    with pytest.raises(ValueError, match=r"\(N,\) or \(N, channels\)"):
+        model.transcribe(np.zeros((2, 2, 2), np.float32))
+    with pytest.raises(AudioError, match="no such file"):
+        model.transcribe(ROOT / "missing.wav")
+
+
+def test_pushed_pieces_of_any_length_give_the_stream_tools_events(model, capsys) -> None:
+    assert stream.main(["--file", str(EXAMPLE), "--json"]) == 0
+    expected = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    wave, _ = sf.read(EXAMPLE, dtype="float32")
+    rng = np.random.default_rng(0)
+    for _ in range(2):  # two random cuttings: the events do not depend on how the audio arrives
+        live, events, start = model.stream(), [], 0
+        while start < wave.size:
+            size = int(rng.integers(1, 4000))
+            events += live.push(wave[start:start + size])
+            start += size
+        events += live.finish()
+        assert [(e["text"], e["is_final"], e["time"]) for e in expected] == \
+               [(e.text, e.is_final, round(e.time, 3)) for e in events]
+        with pytest.raises(ValueError, match="finished"):
+            live.push(wave[:100])
+
+
+def test_options_mean_what_the_flags_mean(model) -> None:
+    greedy = asr.load(greedy=True, restore=False)
+    assert greedy.decoder.kind == "greedy" and greedy.decoder.restorer is None
+    assert greedy.transcribe(EXAMPLE).text.isupper()
+    listed = asr.load(hotwords=["pemberton 12"])
+    assert listed.decoder.biasing is not None and listed.transcribe(EXAMPLE).text
+    with pytest.raises(ValueError, match="cannot be combined"):
+        asr.load(greedy=True, beam=True)
+    with pytest.raises(ValueError, match="hotwords need the beam search"):
+        asr.load(greedy=True, hotwords=["pemberton"])
+    with pytest.raises(ValueError, match="hotwords:1:"):
+        asr.load(hotwords=["3 + 4"])
+    with pytest.raises(ValueError, match="chunk_ms must be > 0"):
+        model.stream(chunk_ms=0)
