@@ -1,19 +1,44 @@
-"""The README's Python example runs as printed (on a shipped example instead of talk.wav)."""
+"""The Python examples of the README and docs/usage.md run as printed (on a shipped example instead of talk.*)."""
 from __future__ import annotations
 
 import re
 
+from asr.audio import load_audio, resample
 from helpers import ROOT
 
+AUDIO = ROOT / "asr" / "examples" / "synthetic_slt.flac"
 
-def test_readme_python_example_runs(capsys) -> None:
-    readme = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
-    example = next(b for b in blocks if "Decoder.load" in b)
-    audio = ROOT / "asr" / "examples" / "synthetic_slt.flac"
-    exec(compile(example.replace('"talk.wav"', repr(str(audio))), "README.md", "exec"), {})
+
+def python_blocks(page: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (ROOT / page).read_text(), flags=re.S)
+
+
+def run(example: str, page: str, **names) -> None:
+    code = example.replace('"talk.m4a"', repr(str(AUDIO))).replace('"talk.wav"', repr(str(AUDIO)))
+    exec(compile(code, page, "exec"), dict(names))
+
+
+def test_the_readme_first_example_prints_cased_text(capsys) -> None:
+    example = python_blocks("README.md")[0]
+    assert "asr.load()" in example  # the first screen's one-liner
+    run(example, "README.md")
+    text = capsys.readouterr().out.strip()
+    assert text and text[0].isupper() and text != text.upper()
+
+
+def test_the_api_example_runs(capsys) -> None:
+    example = next(b for b in python_blocks("docs/usage.md") if "asr.load()" in b)
+    run(example, "docs/usage.md", samples=resample(load_audio(AUDIO), 16000, 48000))
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] and lines[0][0].isupper()  # the cased text
+    assert any(line.startswith("partial ") for line in lines) and lines[-1][0].isupper()  # the stream's final
+
+
+def test_the_low_level_loop_runs(capsys) -> None:
+    example = next(b for b in python_blocks("docs/usage.md") if "Decoder.load" in b)
+    run(example, "docs/usage.md")
     lines = capsys.readouterr().out.strip().splitlines()
     partials, final = lines[:-1], lines[-1]
     assert len(partials) == 6  # one per 500 ms chunk of the 2.95 s example
     text, words = final.split(" [", 1)  # the final's text, then its words with their times
-    assert text and re.findall(r"Word\(word='([A-Z']+)', start=", words) == text.split()
+    assert re.findall(r"Word\(word='([A-Z']+)', start=", words) == text.split()

@@ -221,11 +221,11 @@ def test_the_command_serves_until_terminated(tmp_path):
     assert srv.proc.returncode == 0
 
 
-def test_the_readme_client_runs_as_printed(server, capsys):
-    readme = (ROOT / "README.md").read_text()
+def test_the_documented_client_runs_as_printed(server, capsys):
+    readme = (ROOT / "docs" / "serving.md").read_text()
     example = next(b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "asyncio.client" in b)
     assert len(example.splitlines()) <= 20
     code = example.replace("ws://127.0.0.1:8765/asr", server.url).replace('"asr/examples/', repr(str(EXAMPLES)) + ' + "/')
-    exec(compile(code, "README.md", "exec"), {})
+    exec(compile(code, "docs/serving.md", "exec"), {})
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("partial") and lines[-1].startswith("final") and len(lines) >= 6
