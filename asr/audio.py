@@ -1,8 +1,10 @@
-"""Reading audio: any rate, mono or stereo, wav/flac/ogg (soundfile) -> 16 kHz mono float32."""
+"""Reading audio: any rate, mono or stereo, wav/flac/ogg/mp3 (soundfile) or any other media ffmpeg reads
+(m4a, mp4, webm, video files..., through PyAV in asr.media), a file or `-` (stdin) -> 16 kHz mono float32."""
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import ModuleType
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -10,7 +12,10 @@ import soundfile as sf
 
 SAMPLE_RATE = 16000
 BLOCK_FRAMES = 1 << 16  # samples read from a file at a time (at its own rate)
-AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aiff", ".aif", ".au")
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aiff", ".aif", ".au",  # soundfile
+                  ".m4a", ".mp4", ".m4v", ".mov", ".mkv", ".mka", ".webm", ".aac", ".ac3", ".wma", ".wmv",
+                  ".avi", ".amr", ".3gp", ".mpg", ".mpeg")  # PyAV (asr.media): folders list these too
+STDIN, STDIN_NAME = "-", "- (stdin)"  # as a path: standard input; its name in error messages
 
 
 class AudioError(Exception):
@@ -83,7 +88,13 @@ def resample(wave: np.ndarray, rate: int, new_rate: int = SAMPLE_RATE) -> np.nda
 
 def read_blocks(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[np.ndarray]:
     """A file of any rate, channels and length as 16 kHz mono float32 pieces, read block-wise.
+    soundfile reads what libsndfile reads (wav, flac, ogg, mp3...); anything else (m4a, mp4, webm,
+    video files...) and `-` (standard input, decoded as it arrives) go through PyAV (asr.media).
     Raises AudioError (file + reason), also for a file that breaks part-way."""
+    if str(path) == STDIN:
+        media = _media(STDIN)
+        yield from _at_16k(STDIN_NAME, media.decode(media.stdin_source(), STDIN_NAME))
+        return
     path = Path(path)
     if not path.exists():
         raise AudioError(f"{path}: no such file")
@@ -91,12 +102,18 @@ def read_blocks(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[
         raise AudioError(f"{path}: is a directory")
     try:
         audio = sf.SoundFile(str(path))
-    except Exception as err:  # soundfile raises several types for bad data
-        raise AudioError(f"{path}: not readable audio ({_first_line(err)})") from None
+    except Exception as err:  # soundfile raises several types for bad data: let ffmpeg try
+        pieces = _media(path, err).decode(path, str(path), block_frames)
+    else:
+        pieces = _soundfile_pieces(audio, path, block_frames)
+    yield from _at_16k(str(path), pieces)
+
+
+def _soundfile_pieces(audio: sf.SoundFile, path: Path, block_frames: int) -> Iterator[tuple[int, np.ndarray]]:
+    """(rate, mono float32 block) from an open soundfile, `block_frames` samples at a time."""
     with audio:
         if audio.format == "WAV" and (truncated := _wav_truncation(path)):
             raise AudioError(f"{path}: {truncated}")
-        resampler = StreamingResampler(audio.samplerate) if audio.samplerate != SAMPLE_RATE else None
         total = 0
         while True:
             try:
@@ -104,16 +121,38 @@ def read_blocks(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[
             except Exception as err:
                 raise AudioError(f"{path}: read failed after {total} samples ({_first_line(err)})") from None
             if block.shape[0] == 0:
-                break
-            if not np.isfinite(block).all():
-                raise AudioError(f"{path}: contains invalid (NaN or infinite) samples")
+                return
             total += block.shape[0]
-            mono = block.mean(axis=1)
-            yield resampler.push(mono) if resampler else mono
-        if total == 0:
-            raise AudioError(f"{path}: contains no audio samples")
-        if resampler:
-            yield resampler.flush()
+            yield audio.samplerate, block.mean(axis=1)
+
+
+def _at_16k(name: str, pieces: Iterable[tuple[int, np.ndarray]]) -> Iterator[np.ndarray]:
+    """(rate, mono samples) pieces -> 16 kHz float32 pieces, resampled block-wise; AudioError for
+    non-finite samples or none at all."""
+    resampler, total = None, 0
+    for rate, mono in pieces:
+        if not np.isfinite(mono).all():
+            raise AudioError(f"{name}: contains invalid (NaN or infinite) samples")
+        if total == 0 and rate != SAMPLE_RATE:
+            resampler = StreamingResampler(rate)
+        total += mono.size
+        yield resampler.push(mono) if resampler else mono
+    if total == 0:
+        raise AudioError(f"{name}: contains no audio samples")
+    if resampler:
+        yield resampler.flush()
+
+
+def _media(path: str | Path, soundfile_error: Exception | None = None) -> ModuleType:
+    """asr.media (PyAV), imported on first use; AudioError if PyAV is not installed."""
+    try:
+        from asr import media
+    except ImportError as err:
+        reason = f"{_first_line(soundfile_error)}; " if soundfile_error else ""
+        name = STDIN_NAME if str(path) == STDIN else str(path)
+        raise AudioError(f"{name}: not readable audio ({reason}PyAV, which reads other media, "
+                         f"is not installed: {_first_line(err)})") from None
+    return media
 
 
 def _wav_truncation(path: Path) -> str | None:
@@ -136,6 +175,22 @@ def _wav_truncation(path: Path) -> str | None:
 
 def _first_line(err: Exception) -> str:
     return str(err).splitlines()[0] if str(err) else type(err).__name__
+
+
+def audio_duration(path: str | Path) -> float:
+    """Seconds of audio in a file from its header (fast: no samples decoded; a media file without a
+    duration in its header has its packets read, still without decoding). Raises AudioError (file +
+    reason) for a file that cannot be read as audio, and for `-`: standard input's length is unknown
+    until it ends (and reading it here would consume it)."""
+    if str(path) == STDIN:
+        raise AudioError(f"{STDIN_NAME}: duration unknown until the input ends")
+    path = Path(path)
+    if not path.is_file():
+        raise AudioError(f"{path}: no such file")
+    try:
+        return float(sf.info(str(path)).duration)
+    except Exception as err:
+        return _media(path, err).duration(path)
 
 
 def load_audio(path: str | Path) -> np.ndarray:

@@ -1,0 +1,113 @@
+"""Media files and pipes through PyAV (ffmpeg's demuxers and decoders): m4a, mp4, webm, mkv, video files...
+
+The first audio stream is decoded (video streams are skipped) to float32 and mixed to mono at its own
+rate; asr.audio resamples it to 16 kHz. asr.audio imports this module (and so `av`) only when a file
+is not one that soundfile reads, or for standard input.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+import av
+import numpy as np
+
+from asr.audio import STDIN_NAME, AudioError, _first_line
+
+
+class _Pipe:
+    """A non-seekable reader that returns what has arrived (at most `size` bytes) rather than
+    waiting for `size` bytes, so decoding keeps pace with a live pipe."""
+
+    def __init__(self, stream: BinaryIO):
+        self.read_some = getattr(stream, "read1", stream.read)
+
+    def read(self, size: int = -1) -> bytes:
+        return self.read_some(size)
+
+
+def _reason(err: Exception) -> str:
+    """ffmpeg's own words without the file name that PyAV appends."""
+    return getattr(err, "strerror", None) or _first_line(err)
+
+
+def _open(source: Path | BinaryIO, name: str) -> tuple[av.container.InputContainer, av.audio.stream.AudioStream]:
+    """The container and its first audio stream; AudioError if either is missing."""
+    try:
+        container = av.open(source if not isinstance(source, Path) else str(source), metadata_errors="ignore")
+    except (av.FFmpegError, OSError, ValueError, UnicodeDecodeError) as err:
+        raise AudioError(f"{name}: not readable audio ({_reason(err)})") from None
+    if not container.streams.audio:
+        kinds = sorted({s.type for s in container.streams})
+        container.close()
+        raise AudioError(f"{name}: no audio stream in this file ({', '.join(kinds) or 'no'} streams only)")
+    return container, container.streams.audio[0]
+
+
+def stdin_source() -> BinaryIO | _Pipe:
+    """Standard input as PyAV reads it: the file itself when it is redirected from one (seekable),
+    else a pipe read as the bytes arrive."""
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise AudioError(f"{STDIN_NAME}: standard input is closed or not binary")
+    if stream.isatty():
+        raise AudioError(f"{STDIN_NAME}: standard input is a terminal (pipe or redirect audio into it)")
+    return stream if stream.seekable() else _Pipe(stream)
+
+
+def mono(frame: av.AudioFrame) -> np.ndarray:
+    """One decoded frame -> float32 (samples,): the mean of its channels, integers scaled to [-1, 1)."""
+    data = frame.to_ndarray()
+    if not frame.format.is_planar:  # interleaved: (1, samples * channels)
+        data = data.reshape(-1, frame.layout.nb_channels).T
+    if data.dtype.kind == "u":  # u8: unsigned, centred at 128
+        data = data.astype(np.float32) / 128.0 - 1.0
+    elif data.dtype.kind == "i":
+        data = data.astype(np.float32) / float(np.iinfo(data.dtype).max + 1)
+    return data.mean(axis=0).astype(np.float32, copy=False)
+
+
+def decode(source: Path | BinaryIO, name: str, group: int = 1) -> Iterator[tuple[int, np.ndarray]]:
+    """(sample rate, mono float32 samples) pieces of the first audio stream, each at least `group`
+    samples long (but the last), decoded as the bytes are read. Raises AudioError (name + reason)."""
+    container, stream = _open(source, name)
+    pieces: list[np.ndarray] = []
+    held = total = 0
+    rate: int | None = None
+    try:
+        for frame in container.decode(stream):
+            if rate is not None and frame.sample_rate != rate:
+                raise AudioError(f"{name}: the sample rate changes part-way ({rate} -> {frame.sample_rate} Hz)")
+            rate = frame.sample_rate
+            pieces.append(mono(frame))
+            held += pieces[-1].size
+            if held >= group:
+                total += held
+                yield rate, np.concatenate(pieces)
+                pieces, held = [], 0
+    except (av.FFmpegError, OSError, ValueError) as err:
+        hint = ""
+        if isinstance(source, _Pipe) and "mp4" in container.format.name:
+            hint = "; from a pipe an mp4/m4a needs its index (moov) first: give its path or redirect it with < FILE"
+        raise AudioError(f"{name}: read failed after {total + held} samples ({_reason(err)}{hint})") from None
+    finally:
+        container.close()
+    if held:
+        yield rate, np.concatenate(pieces)
+
+
+def duration(path: Path) -> float:
+    """Seconds of the first audio stream: from the header where it says, else by reading the packets'
+    durations (no decoding). Raises AudioError."""
+    container, stream = _open(path, str(path))
+    with container:
+        if stream.duration and stream.time_base:
+            return float(stream.duration * stream.time_base)
+        if container.duration:
+            return container.duration / av.time_base
+        try:
+            ticks = sum(packet.duration or 0 for packet in container.demux(stream))
+        except (av.FFmpegError, OSError, ValueError) as err:
+            raise AudioError(f"{path}: not readable audio ({_reason(err)})") from None
+        return float(ticks * stream.time_base) if stream.time_base else 0.0
