@@ -12,8 +12,10 @@ from asr import stream, transcribe
 from asr.audio import AudioError, resample
 from asr.decoding.ctc import Word
 from helpers import ROOT
+from media_files import encode
 
 EXAMPLE = ROOT / "asr" / "examples" / "synthetic_slt.flac"
+SPEECH = ROOT / "asr" / "examples" / "speechocean762_0813_0233.flac"
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +87,13 @@ def test_options_mean_what_the_flags_mean(model) -> None:
         asr.load(hotwords=["3 + 4"])
     with pytest.raises(ValueError, match="chunk_ms must be > 0"):
         model.stream(chunk_ms=0)
+
+
+def test_import_asr_load_transcribe_an_m4a(model, tmp_path) -> None:
+    """The one-liner on a phone's kind of file: AAC in .m4a, read through PyAV."""
+    wave, rate = sf.read(SPEECH, dtype="float32")
+    m4a = encode(wave, rate, tmp_path / "x.m4a")
+    result = asr.load().transcribe(str(m4a))
+    assert result.text == model.transcribe(SPEECH).text  # this example's words survive AAC coding
+    assert result.text[0].isupper() and result.text != result.text.upper() and result.text[-1] in ".?!"
+    assert [w.word for w in result.words] == result.plain.split() and result.words[-1].end <= result.duration
