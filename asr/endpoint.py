@@ -16,6 +16,7 @@ LM's end-of-segment score changes its mind. A final segment is never changed aga
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -54,7 +55,8 @@ class Emission:
     start: float  # segment start, seconds from stream start
     time: float  # stream seconds consumed when this was emitted
     text: str  # the segment's whole text so far
-    new: str  # text added since the previous emission of this segment
+    keep: int  # characters of this segment's previous emission's text that stay (0 at its first emission)
+    new: str  # what follows them: text == previous text[:keep] + new
     is_final: bool  # the segment is closed and will not change again
     compute_ms: float  # the recognizer step for the chunk that produced this, plus its decoding
     end: float = 0.0  # segment end in seconds (finals only)
@@ -63,7 +65,7 @@ class Emission:
 
     def to_json(self) -> dict:
         out = {"segment": self.segment, "start": round(self.start, 3), "time": round(self.time, 3),
-               "text": self.text, "new": self.new, "is_final": self.is_final,
+               "text": self.text, "keep": self.keep, "new": self.new, "is_final": self.is_final,
                "compute_ms": round(self.compute_ms, 2)}
         return out if self.plain is None else {**out, "plain": self.plain}
 
@@ -110,9 +112,9 @@ class Segmenter:
 
     def _emit(self, text: str, now: float, compute_ms: float, final: bool, end: float = 0.0,
               words: list[Word] | None = None) -> Emission:
-        new = text[len(self.shown):] if text.startswith(self.shown) else text
-        return Emission(self.index, self.start * self.frame_seconds, now, text, new, final, compute_ms, end,
-                        words or [])
+        keep = len(os.path.commonprefix([self.shown, text]))  # a revision of earlier words keeps less
+        return Emission(self.index, self.start * self.frame_seconds, now, text, keep, text[keep:], final, compute_ms,
+                        end, words or [])
 
     def _close(self, end: int, now: float, compute_ms: float) -> Emission | None:
         """Close the open segment at frame `end` (all its frames pushed); its final emission, if any text."""

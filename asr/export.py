@@ -11,6 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from asr import cli
+from asr.model.backend import ModelError, needs_train_extra
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asr.export", description=__doc__.split("\n\n")[0])
@@ -19,13 +22,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")
     args = parser.parse_args(argv)
 
-    from asr.model.export import export_onnx
-    from asr.model.loader import ModelError, load_model
     try:
+        from asr.model.export import export_onnx  # torch and onnx: the [train] extra
+        from asr.model.loader import load_model
         encoder, tokenizer, info = load_model(args.model)
         written = export_onnx(encoder, tokenizer, info, args.onnx, int8=args.int8)
+    except ModuleNotFoundError as err:
+        cli.error("export", needs_train_extra("asr.export", err))
+        return 1
     except (ModelError, ValueError, OSError) as err:
-        print(f"asr.export: {err}", file=sys.stderr)
+        cli.error("export", err)
         return 1
     for path in written:
         print(f"{path}\t{path.stat().st_size} bytes")

@@ -8,9 +8,10 @@ first text message {"sample_rate": N}, then binary little-endian int16 mono PCM,
 The server answers with the JSON objects of `asr.stream --json` (a partial every 500 ms of audio,
 finals at endpoints) and closes with 1000 after the last final. The live streams of one worker share
 its model: their ready chunks go through the encoder as one batch. --workers N (default: one per core)
-runs N such processes behind the one port. GET /healthz answers 200 once the model is loaded (503
-while stopping), GET /metrics the Prometheus metrics. SIGTERM (or Ctrl-C) stops accepting, ends every
-open stream with its final(s) (close code 1001), then exits 0.
+runs N such processes behind the one port; a port that another process already serves is refused. GET
+/healthz answers 200 once the model is loaded (503 while stopping), GET /metrics the Prometheus metrics.
+SIGTERM (or Ctrl-C) stops accepting, ends every open stream with its final(s) (close code 1001), then
+exits 0.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import sys
 from asr import cli
 from asr.server import logs
 from asr.server.engine import BATCH_WAIT_MS
-from asr.server.supervisor import StartError, Supervisor
+from asr.server.supervisor import StartError, Supervisor, claim_port
 from asr.server.worker import LOAD_ERRORS, build_app, serve
 
 log = logging.getLogger("asr.serve")
@@ -82,19 +83,20 @@ def main(argv: list[str] | None = None) -> int:
         if args.host not in ("127.0.0.1", "localhost", "::1") and args.token is None:
             log.warning("listening beyond this machine without --token: anyone who can reach the port can use it")
     try:
-        if args.workers == 1:
+        with claim_port(args.host, args.port):  # whatever the workers: a port already served is refused here
+            if args.workers == 1:
+                try:
+                    app = build_app(args)
+                except LOAD_ERRORS as err:
+                    cli.error("serve", err)
+                    return 1
+                return 0 if asyncio.run(serve(app, args.host, args.port, False, listening)) else 1
             try:
-                app = build_app(args)
-            except LOAD_ERRORS as err:
+                cli.endpoint_config(args).validate()
+                return Supervisor(args, args.workers).run(listening)
+            except (StartError, ValueError) as err:
                 cli.error("serve", err)
                 return 1
-            return 0 if asyncio.run(serve(app, args.host, args.port, False, listening)) else 1
-        try:
-            cli.endpoint_config(args).validate()
-            return Supervisor(args, args.workers).run(listening)
-        except (StartError, ValueError) as err:
-            cli.error("serve", err)
-            return 1
     except OSError as err:  # the port is taken, the host unknown
         cli.error("serve", f"cannot listen on {args.host}:{args.port}: {err.strerror or err}")
         return 1

@@ -118,8 +118,9 @@ def test_bad_onnx_dir_is_one_error_line(tmp_path):
 
 
 def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
-    """A fresh venv with `pip install .[onnx]` only (no torch): the shipped examples transcribe to the
-    torch backend's text, restored (cased, punctuated) and with a hotword list."""
+    """A fresh venv with `pip install .[onnx]` only (no torch): the shipped examples, and an m4a made there
+    with that venv's PyAV, transcribe to the torch backend's text, restored (cased, punctuated) and with a
+    hotword list."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
@@ -128,19 +129,30 @@ def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
     assert pip.returncode == 0, pip.stdout + pip.stderr
     probe = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
     assert probe.returncode != 0 and "No module named 'torch'" in probe.stderr  # the training stack is not there
-    audio = [str(ROOT / p) for p in EXAMPLES]
+    m4a = tmp_path / "speechocean.m4a"  # AAC, as a phone records it: read through PyAV (asr.media)
+    ok(subprocess.run([python, str(ROOT / "tests" / "media_files.py"), str(ROOT / EXAMPLES[0]), str(m4a)],
+                      capture_output=True, text=True, env=ENV, timeout=120))
+    audio = [str(ROOT / p) for p in EXAMPLES] + [str(m4a)]
     got = ok(subprocess.run([str(venv / "bin" / "asr-transcribe"), *audio, "--backend", "onnx"], cwd=tmp_path,
                             capture_output=True, text=True, env=ENV, timeout=600))  # the console script
     location = subprocess.run([python, "-c", "import asr; print(asr.__file__)"], cwd=tmp_path, capture_output=True, text=True)
     assert str(venv) in location.stdout  # the installed package ran, not the checkout
     expected = ok(run_tool("transcribe", *audio, "--backend", "torch", cwd=tmp_path))
-    assert got == expected and len(got.splitlines()) == len(EXAMPLES)
+    assert got == expected and len(got.splitlines()) == len(EXAMPLES) + 1
+    texts = [line.split("\t")[1] for line in got.splitlines()]
+    assert texts[-1] == texts[0]  # the m4a reads as its flac does (this example's text survives AAC coding)
     assert got != got.upper()  # the restorer ran: cased, punctuated text
     hot = tmp_path / "hotwords.txt"  # the hotword search runs there too, as with torch
     hot.write_text("pemberton 12\nokonkwo\n")
     got = ok(subprocess.run([str(venv / "bin" / "asr-transcribe"), *audio, "--backend", "onnx", "--hotwords", str(hot)],
                             cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=600))
     assert got == ok(run_tool("transcribe", *audio, "--backend", "torch", "--hotwords", str(hot), cwd=tmp_path))
+    for script, args in (("asr-export", ["--onnx", str(tmp_path / "export")]),  # what needs torch: one error line
+                         ("asr-serve", ["--backend", "torch", "--workers", "2", "--port", "0"])):
+        refused = subprocess.run([str(venv / "bin" / script), *args], cwd=tmp_path, capture_output=True, text=True,
+                                 env=ENV, timeout=120)
+        assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+        assert "pip install 'asr[train]'" in refused.stderr, refused.stderr
 
 
 def test_serve_onnx_without_torch_gives_the_torch_stream(tmp_path):

@@ -151,7 +151,7 @@ def test_served_stream_equals_asr_stream_file(server, recognizer, decoder, long_
     assert without_compute(events) == without_compute(expected)
     finals = [e.get("plain", e["text"]) for e in events if e["is_final"]]  # plain words beside restored text
     assert len(finals) >= 2 and "KEEP IT" in finals[1]  # the second file, a speechocean762 training utterance
-    assert set(events[0]) == {"segment", "start", "time", "text", "new", "is_final", "compute_ms"}
+    assert set(events[0]) == {"segment", "start", "time", "text", "keep", "new", "is_final", "compute_ms"}
     partial_times = [e["time"] for e in events if not e["is_final"]]
     assert partial_times[:3] == [0.5, 1.0, 1.5]  # a partial every 500 ms of audio
 

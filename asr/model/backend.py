@@ -46,6 +46,13 @@ class AcousticModel(Protocol):
         (T_i', V), next state) each, equal to `step` on each alone (to float rounding)."""
 
 
+def needs_train_extra(what: str, err: ModuleNotFoundError, instead: str = "") -> ModelError:
+    """The one-line error for `what`, which needs the `[train]` extra (PyTorch, safetensors, onnx), when importing
+    it found `err`'s module missing; `instead`: what to do without it."""
+    return ModelError(f"{what} needs the training stack (PyTorch), and the module {err.name!r} is not installed "
+                      f"here: pip install 'asr[train]'{instead}")
+
+
 def installed(module: str) -> bool:
     """Whether `module` can be imported here (without importing it)."""
     try:
@@ -77,7 +84,10 @@ def load_backend(path: str | Path | None = None, backend: str | None = None,
     if int8 and backend != "onnx":
         raise ValueError("an int8 graph needs the onnx backend")
     if backend == "torch":
-        from asr.model.torch_backend import load_torch
+        try:
+            from asr.model.torch_backend import load_torch
+        except ModuleNotFoundError as err:
+            raise needs_train_extra("the torch backend", err, ", or use the onnx backend (--backend onnx)") from None
         return load_torch(path, threads)
     if backend == "onnx":
         from asr.model.onnx_backend import load_onnx

@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from asr.model.backend import installed
+from asr.model.backend import installed, needs_train_extra
 from asr.pretrained import bundled
 from asr.restore.labels import render
 
@@ -108,5 +108,10 @@ def load_restorer(backend: str | None = None, path: str | Path | None = None, th
     path = Path(path)
     if not path.is_file():
         raise RestorerError(f"{path}: no such restorer file")
-    vocab, run = (_torch_run if backend == "torch" else _onnx_run)(path, threads)
+    try:
+        vocab, run = (_torch_run if backend == "torch" else _onnx_run)(path, threads)
+    except ModuleNotFoundError as err:
+        raise RestorerError(str(needs_train_extra(f"{path} (a torch restorer)", err, ", or give its .onnx export"))
+                            if backend == "torch" else f"{path}: the onnx restorer needs onnxruntime: "
+                            "pip install 'asr[onnx]'") from None
     return Restorer(vocab, run, backend, path)

@@ -7,20 +7,25 @@ about one core: the per-stream decoding holds the GIL). The supervisor holds the
 load (a bound socket that does not listen takes no connections; it also finds a free port for
 `--port 0`), says "listening" once every worker is, forwards SIGTERM/SIGINT to the workers (each then
 finishes its open streams), starts a new worker when one dies unexpectedly, and exits 0 once every
-worker has stopped cleanly. Metrics are shared through a fresh PROMETHEUS_MULTIPROC_DIR.
+worker has stopped cleanly. Metrics are shared through a fresh PROMETHEUS_MULTIPROC_DIR. Since SO_REUSEPORT
+would let a second server's sockets join the first's, `claim_port` refuses a port that is already served.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import multiprocessing
 import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from multiprocessing.connection import wait
+from typing import Iterator
 
 from asr.server.metrics import MULTIPROC_ENV
 from asr.server.worker import STOP_TIMEOUT, run_worker
@@ -34,11 +39,41 @@ class StartError(Exception):
     """A worker could not start (its model, the port); the message says why."""
 
 
+@contextmanager
+def claim_port(host: str, port: int) -> Iterator[None]:
+    """Refuse a port that another server holds, whatever its workers, before any model loads; keep it from other
+    `asr.serve`s while this one runs. OSError (EADDRINUSE, its strerror saying why) if a process listens there
+    (a probe bound without SO_REUSEPORT conflicts with every listener) or, on Linux, another `asr.serve` holds
+    the lock (an abstract Unix socket named after the address: it covers the time its workers load, when the
+    port is bound but not listening). Port 0 needs no claim: the kernel picks a port that no socket holds."""
+    if port == 0:
+        yield
+        return
+    family, kind, proto, _, address = _address(host, port)
+    with socket.socket(family, kind, proto) as probe, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as lock:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a previous server's TIME_WAIT is no conflict
+        try:
+            probe.bind(address)
+            probe.close()
+            if sys.platform.startswith("linux"):
+                lock.bind(f"\0asr.serve:{address[0]}:{port}")
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                raise OSError(err.errno, "another process is already serving that port (another asr.serve?); "
+                                         "stop it or choose another --port") from None
+            raise
+        yield
+
+
+def _address(host: str, port: int) -> tuple:
+    """getaddrinfo's first answer for a listening TCP socket on (host, port)."""
+    return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+
+
 def hold_port(host: str, port: int) -> socket.socket:
     """A socket bound to (host, port) with SO_REUSEPORT but not listening: it keeps the port for the workers
     and picks one for port 0. OSError if the port is taken by a process that did not set SO_REUSEPORT."""
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                         flags=socket.AI_PASSIVE)[0]
+    family, kind, proto, _, address = _address(host, port)
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
