@@ -1,12 +1,30 @@
-"""JSON Lines manifests: one utterance a line, {"audio", "duration", "text", optional "speaker"}.
+"""JSON Lines manifests: one utterance a line, e.g.
 
-`audio` is relative to the manifest's folder (or absolute).
+    {"audio": "anna/001.wav", "duration": 2.31, "text": "The water was cold.", "speaker": "anna"}
+
+`audio` is relative to the manifest's folder (or absolute). `text` is what is said, as written: every
+reader normalises it (`asr.text.normalize`). `duration` (seconds) may be left out (or null, or 0):
+`read_manifest(..., durations=True)`, which training uses, then reads it from the audio file's header.
+`speaker` and `split` are optional. docs/corpus.md describes the format for users.
+
+`python -m asr.manifest` builds one from a folder of audio files with transcripts beside them, or from a
+CSV/TSV table of paths and text (asr/corpus.py).
 """
 from __future__ import annotations
 
+import functools
 import json
+import logging
+import math
+import os
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from asr.audio import AudioError, audio_duration
+
+log = logging.getLogger("asr.manifest")
 
 
 class ManifestError(Exception):
@@ -16,15 +34,35 @@ class ManifestError(Exception):
 @dataclass
 class Utterance:
     audio: Path
-    duration: float
+    duration: float | None  # seconds; None: not in the manifest (read_manifest(durations=True) reads it)
     text: str
     speaker: str = ""
     split: str = ""
 
 
-def read_manifest(path: str | Path, split: str = "") -> list[Utterance]:
+@functools.cache
+def header_duration(audio: Path) -> float:
+    """`audio_duration` of a file, read once per process: a training run reads its manifests more than
+    once (the initial model's tokenizer and CMVN, then the loaders). Raises AudioError."""
+    return audio_duration(audio)
+
+
+def _duration(row: dict) -> float | None:
+    """A row's duration; None when it has none (missing, null, or 0, which some tools wrote for unknown)."""
+    value = row.get("duration")
+    if value is None or value == 0:
+        return None
+    duration = float(value)
+    if not math.isfinite(duration) or duration < 0:
+        raise ValueError(f"duration must be a positive number of seconds, not {value!r}")
+    return duration
+
+
+def read_manifest(path: str | Path, split: str = "", durations: bool = False) -> list[Utterance]:
     """Parse a manifest; raises ManifestError on the first bad line. With `split`, keep only the rows of
-    that split (e.g. FSDD's "train"/"test") and the rows that name none."""
+    that split (e.g. FSDD's "train"/"test") and the rows that name none. With `durations`, a kept row
+    without a duration gets its audio file's (from the header), and a row whose audio cannot be read
+    is a ManifestError; without, such rows keep duration None (reading, say, 10k headers is not free)."""
     path = Path(path)
     if not path.is_file():
         raise ManifestError(f"{path}: no such manifest")
@@ -32,7 +70,7 @@ def read_manifest(path: str | Path, split: str = "") -> list[Utterance]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:
         raise ManifestError(f"{path}: not a JSON Lines manifest (binary or not UTF-8 text)") from None
-    utterances = []
+    utterances, missing, began = [], 0, time.perf_counter()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -40,12 +78,23 @@ def read_manifest(path: str | Path, split: str = "") -> list[Utterance]:
             row = json.loads(line)
             if not isinstance(row, dict):
                 raise TypeError(f"a line must be a JSON object, not {type(row).__name__}")
-            utterances.append(Utterance(path.parent / row["audio"], float(row.get("duration", 0.0)),
-                                        str(row.get("text", "")), str(row.get("speaker", "")),
-                                        str(row.get("split", ""))))
+            utt = Utterance(path.parent / row["audio"], _duration(row), str(row.get("text", "")),
+                            str(row.get("speaker", "")), str(row.get("split", "")))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             raise ManifestError(f"{path}:{number}: broken manifest line ({type(err).__name__}: {err})") from None
-    return [u for u in utterances if not split or u.split in ("", split)]
+        if split and utt.split not in ("", split):
+            continue
+        if durations and utt.duration is None:
+            try:
+                utt.duration = header_duration(utt.audio)
+            except AudioError as err:
+                raise ManifestError(f"{path}:{number}: {err}") from None
+            missing += 1
+        utterances.append(utt)
+    if missing:
+        log.info("%s: %d of %d rows have no duration: read from their audio headers in %.1f s",
+                 path, missing, len(utterances), time.perf_counter() - began)
+    return utterances
 
 
 def write_manifest(path: str | Path, rows: list[dict]) -> None:
@@ -54,3 +103,21 @@ def write_manifest(path: str | Path, rows: list[dict]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text("".join(json.dumps(row) + "\n" for row in rows))
     tmp.replace(path)
+
+
+def relative_audio(audio: Path, out_dir: Path) -> str:
+    """`audio` as a manifest in `out_dir` names it: relative to that folder, else absolute (another drive)."""
+    try:
+        return os.path.relpath(audio.resolve(), out_dir.resolve())
+    except ValueError:
+        return str(audio.resolve())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m asr.manifest`: build a manifest (asr/corpus.py)."""
+    from asr.corpus import main as build  # noqa: PLC0415 (it builds on this module)
+    return build(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -32,7 +32,7 @@ CONF = Path(__file__).resolve().parents[2] / "conf" / "model"
 
 def batch(manifest: Path, seconds: float, tokenizer: Tokenizer) -> dict[str, torch.Tensor]:
     """Utterances of similar length (from the middle of the sorted manifest) filling `seconds` once padded."""
-    utts = sorted(read_manifest(manifest), key=lambda u: u.duration)
+    utts = sorted(read_manifest(manifest, durations=True), key=lambda u: u.duration)
     middle = utts[len(utts) // 2:]
     count = max(1, int(seconds // middle[0].duration))
     fbank = Fbank()

@@ -9,15 +9,21 @@ import os
 for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
 
+import sys  # noqa: E402
+
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
+from asr.manifest import ManifestError  # noqa: E402
 from asr.training.train import train  # noqa: E402
 
 
 @hydra.main(config_path="../../conf", config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    train(cfg)
+    try:
+        train(cfg)
+    except ManifestError as err:  # a missing manifest, a broken line, unreadable audio: one line, no traceback
+        sys.exit(f"asr.training: error: {err}")
 
 
 main()

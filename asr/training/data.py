@@ -79,9 +79,13 @@ class DataConfig:
 
 
 def load_sources(sources: list[SourceConfig], max_duration: float = math.inf) -> list[Utterance]:
+    """The sources' utterances up to `max_duration` seconds long, each `repeat` times. A duration missing
+    from a manifest is read from the audio file's header (the batches are filled by duration); a row
+    whose audio cannot be read raises ManifestError naming the manifest, its line and the reason."""
     utterances = []
     for source in sources:
-        rows = [u for u in read_manifest(source.manifest, source.split) if u.duration <= max_duration]
+        rows = read_manifest(source.manifest, source.split, durations=True)
+        rows = [u for u in rows if u.duration <= max_duration]
         utterances += rows * source.repeat
     return utterances
 

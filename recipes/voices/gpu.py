@@ -57,7 +57,7 @@ def _pack_manifest(manifest: Path, out: Path, split: str = "", audio: bool = Tru
     """Write `manifest`'s utterances (of `split`, as read_manifest keeps them) to `out`, each audio path
     ending in .ogg; the encoding jobs. A path outside the manifest's folder lands under abs/, so that
     nothing is written outside `out`'s folder."""
-    utts = read_manifest(manifest, split)
+    utts = read_manifest(manifest, split, durations=True)
     targets = []
     for u in utts:
         inside = u.audio.is_relative_to(manifest.parent) and ".." not in u.audio.relative_to(manifest.parent).parts
