@@ -59,11 +59,12 @@ def is_bundled(model: str | Path | None) -> bool:
 def load_decoder(recognizer: Recognizer, bundled: bool = True, greedy: bool = False, beam: bool = False,
                  lm: str | Path | None = None, beam_config: BeamConfig | None = None,
                  hotwords: str | Path | Sequence[str] | None = None, restore: bool = True,
-                 restorer: str | Path | None = None) -> Decoder:
+                 restorer: str | Path | None = None, hotword_min_confidence: float = 0.0) -> Decoder:
     """The decoder: greedy CTC, or the lexicon beam search with a word LM (`lm`, else the bundled one).
     The bundled model (`bundled`) decodes with the beam search unless `greedy`; a model of your own decodes
     greedily unless `beam` or `lm` asks for the search. `hotwords`: a hotword file, or its lines, to favour
-    (needs the search). `restore`: cased, punctuated finals (the bundled restorer, or `restorer`: .onnx, or
+    (needs the search); a final in which a listed word's confidence is below `hotword_min_confidence` is
+    decoded again without the list. `restore`: cased, punctuated finals (the bundled restorer, or `restorer`: .onnx, or
     .safetensors with torch). Raises LMError, HotwordError, RestorerError or ValueError, each one line."""
     if greedy and (beam or lm):
         raise ValueError("greedy decoding cannot be combined with beam or lm")
@@ -81,19 +82,21 @@ def load_decoder(recognizer: Recognizer, bundled: bool = True, greedy: bool = Fa
         restore_with = load_restorer("onnx" if Path(restorer).suffix == ".onnx" else "torch", Path(restorer))
     else:
         restore_with = "bundled"
-    decoder = Decoder.load(recognizer.tokenizer, use_lm, beam_config or BeamConfig(), restore_with)
+    decoder = Decoder.load(recognizer.tokenizer, use_lm, beam_config or BeamConfig(), restore_with,
+                           hotword_min_confidence)
     return decoder.with_hotwords(words) if words else decoder
 
 
 def load(model: str | Path | None = None, *, backend: str | None = None, int8: bool = False, threads: int = 1,
          greedy: bool = False, beam: bool = False, lm: str | Path | None = None,
          beam_config: BeamConfig | None = None, hotwords: str | Path | Sequence[str] | None = None,
-         restore: bool = True, restorer: str | Path | None = None,
+         hotword_min_confidence: float = 0.0, restore: bool = True, restorer: str | Path | None = None,
          endpoint: EndpointConfig | None = None) -> "Transcriber":
     """A model ready to transcribe: `model` as in `load_recognizer` (None: the bundled one), the decoding
     as in `load_decoder`, and where segments end (`endpoint`, `asr.endpoint.EndpointConfig`)."""
     recognizer = load_recognizer(model, backend, threads, int8)
-    decoder = load_decoder(recognizer, is_bundled(model), greedy, beam, lm, beam_config, hotwords, restore, restorer)
+    decoder = load_decoder(recognizer, is_bundled(model), greedy, beam, lm, beam_config, hotwords, restore, restorer,
+                           hotword_min_confidence)
     return Transcriber(recognizer, decoder, (endpoint or EndpointConfig()).validate())
 
 

@@ -41,6 +41,16 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _unit_interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (got {text})")
+    return value
+
+
 positive_int, positive_float = _positive(int), _positive(float)
 
 
@@ -99,6 +109,9 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
                         help="words and phrases to favour, one a line with an optional boost after it "
                              f"(e.g. 'jessica pemberton 12'; default boost {DEFAULT_BOOST:g}); words outside the "
                              "lexicon become possible outputs (needs the beam search)")
+    parser.add_argument("--hotword-min-confidence", type=_unit_interval, default=0.0, metavar="C",
+                        help="a final in which a listed hotword's confidence is below C (0-1) is decoded again "
+                             "without the list (default 0: off)")
     parser.add_argument("--plain", action="store_true",
                         help="finals as plain upper-case words: no casing or punctuation restoration")
     parser.add_argument("--restorer", metavar="FILE",
@@ -147,7 +160,8 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
     cfg = BeamConfig(args.beam_size, args.lm_weight, args.word_score,
                      getattr(args, "lexicon_words", BeamConfig().lexicon_words), args.beam_threshold)
     return api.load_decoder(recognizer, _bundled(args), args.greedy, args.beam, args.lm, cfg, hotwords,
-                            restore=not getattr(args, "plain", True), restorer=getattr(args, "restorer", None))
+                            restore=not getattr(args, "plain", True), restorer=getattr(args, "restorer", None),
+                            hotword_min_confidence=getattr(args, "hotword_min_confidence", 0.0))
 
 
 def _bundled(args: argparse.Namespace) -> bool:

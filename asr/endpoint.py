@@ -24,7 +24,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from asr.audio import SAMPLE_RATE, Chunker
-from asr.decoding.ctc import Token, Word, greedy_tokens
+from asr.decoding.ctc import Token, Word, greedy_tokens, word_json
 from asr.decoding.decoder import Decoder
 from asr.recognizer import Recognizer
 from asr.stepping import Stepper
@@ -64,9 +64,13 @@ class Emission:
     plain: str | None = None  # a restored final's plain words (then `text` is cased and punctuated)
 
     def to_json(self) -> dict:
+        """The event's JSON object; a final also carries its words (plain, with times and confidences) and,
+        when restored, its plain text."""
         out = {"segment": self.segment, "start": round(self.start, 3), "time": round(self.time, 3),
                "text": self.text, "keep": self.keep, "new": self.new, "is_final": self.is_final,
                "compute_ms": round(self.compute_ms, 2)}
+        if self.is_final:
+            out["words"] = [word_json(w) for w in self.words]
         return out if self.plain is None else {**out, "plain": self.plain}
 
 
@@ -108,6 +112,7 @@ class Segmenter:
         self.previous = BLANK  # greedy symbol of the last frame
         self.tokens: list[Token] = []  # greedy tokens of the open segment (for the endpoint rules)
         self.search = decoder.search(0)
+        self.heard: list[np.ndarray] = []  # the open segment's log-probs (for its words' confidences)
         self.shown = ""  # open segment text at its last emission
 
     def _emit(self, text: str, now: float, compute_ms: float, final: bool, end: float = 0.0,
@@ -118,19 +123,24 @@ class Segmenter:
 
     def _close(self, end: int, now: float, compute_ms: float) -> Emission | None:
         """Close the open segment at frame `end` (all its frames pushed); its final emission, if any text."""
-        tokens = self.search.final()
+        heard = np.concatenate(self.heard) if self.heard else None
+        tokens, words = self.decoder.finish(self.search, self.frame_seconds, heard, self.start)
         text = self.decoder.text(tokens)
         emission = None
         if text:
-            words = self.decoder.words(tokens, self.frame_seconds)
             restored = self.decoder.restore(text)  # cased and punctuated (None: plain output)
             emission = self._emit(restored or text, now, compute_ms, True, min(end * self.frame_seconds, now), words)
             emission.plain = None if restored is None else text
             self.index += 1
         self.tokens = [t for t in self.tokens if t.frame >= end]
         self.start, self.shown = end, ""
-        self.search = self.decoder.search(end)
+        self.search, self.heard = self.decoder.search(end), []
         return emission
+
+    def _feed(self, logprobs: np.ndarray) -> None:
+        """The open segment's next frames (T, V) into its search."""
+        self.search.push(logprobs)
+        self.heard.append(logprobs)
 
     def push(self, logprobs: np.ndarray, now: float, compute_ms: float = 0.0, partial: bool = True) -> list[Emission]:
         """One chunk's log-probs (T', V), `now` seconds of the stream heard: the finals of segments
@@ -141,10 +151,10 @@ class Segmenter:
         total, fed, closed = self.frames + logprobs.shape[0], 0, []
         while (end := end_frame(self.tokens, self.start, total, self.cfg, self.frame_seconds)) is not None:
             upto = max(end - self.frames, fed)
-            self.search.push(logprobs[fed:upto])
+            self._feed(logprobs[fed:upto])
             fed = upto
             closed.append(self._close(end, now, 0.0))
-        self.search.push(logprobs[fed:])
+        self._feed(logprobs[fed:])
         self.frames = total
         out = [e for e in closed if e is not None]
         if partial:

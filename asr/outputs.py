@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from asr.decoding.ctc import Word
+from asr.decoding.ctc import Word, word_json
 
 FORMATS = ("txt", "json", "srt", "vtt")
 MAX_CUE_WORDS = 12
@@ -54,9 +54,9 @@ def to_txt(t: Transcript) -> str:
 
 
 def to_json(t: Transcript) -> str:
-    """{"audio", "text", "plain", "duration", "words": [{"word", "start", "end"}], "rtf"} on one line:
+    """{"audio", "text", "plain", "duration", "words": [{"word", "start", "end", "confidence"}], "rtf"} on one line:
     `text` as shown (restored), `plain` and each word as plain upper-case words."""
-    words = [{"word": w.word, "start": round(w.start, 3), "end": round(w.end, 3)} for w in t.words]
+    words = [word_json(w) for w in t.words]
     return json.dumps({"audio": t.audio, "text": t.text, "plain": t.plain, "duration": round(t.duration, 3),
                        "words": words, "rtf": round(t.rtf, 4)}) + "\n"
 

@@ -152,3 +152,31 @@ def test_real_speech_a_listed_name_is_recognised(tmp_path: Path, capsys) -> None
     assert "PEMBERTON" not in plain and "JESSICA" not in plain
     assert transcribe.main([str(wav), "--backend", "onnx", "--plain", "--hotwords", str(hot)]) == 0
     assert "JESSICA PEMBERTON" in capsys.readouterr().out
+
+
+def test_a_listed_word_below_the_minimum_confidence_gives_the_unlisted_final(toy_lm: WordLM) -> None:
+    """THE DOG RAN is heard as DOG only a little better than CAT: listed, DOG comes out, with a middling
+    confidence. A minimum below it keeps the listed final; one above it gives the final without the list."""
+    logprobs = spoken("THE DOG RAN", {"4": {"D": 0.42, "C": 0.4}, "5": {"O": 0.42, "A": 0.4},
+                                      "6": {"G": 0.42, "T": 0.4}})
+    listed = Decoder(CHAR, toy_lm).with_hotwords([Hotword(("DOG",), 5.0)])
+    search = listed.search()
+    search.push(logprobs)
+    tokens, words = listed.finish(search, 0.04, logprobs)
+    assert listed.text(tokens) == "THE DOG RAN"
+    dog = words[1].confidence
+    assert 0.2 < dog < 0.8 and all(w.confidence > dog for w in (words[0], words[2]))
+    for minimum, expected in ((dog - 0.05, "THE DOG RAN"), (dog + 0.05, "THE CAT RAN")):
+        strict = Decoder(CHAR, toy_lm, hotword_min_confidence=minimum).with_hotwords([Hotword(("DOG",), 5.0)])
+        search = strict.search()
+        search.push(logprobs)
+        tokens, words = strict.finish(search, 0.04, logprobs)
+        assert strict.text(tokens) == expected and [w.word for w in words] == expected.split()
+
+
+def test_the_minimum_confidence_flag_is_checked(capsys, speech_wav: Path) -> None:
+    with pytest.raises(SystemExit):
+        transcribe.main([str(speech_wav), "--hotword-min-confidence", "1.5"])
+    assert "must be between 0 and 1" in capsys.readouterr().err
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):
+        Decoder.load(CHAR, None, hotword_min_confidence=-0.1)

@@ -193,7 +193,11 @@ def test_stream_file_json_and_compare_offline(model_path: Path, tmp_path: Path, 
     lines = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r"max_abs_diff=\S+ token_mismatches=0", lines[-1])
     objects = [json.loads(line) for line in lines[:-1]]
-    assert all(set(o) == {"segment", "start", "time", "text", "keep", "new", "is_final", "compute_ms"} for o in objects)
+    keys = {"segment", "start", "time", "text", "keep", "new", "is_final", "compute_ms"}
+    assert all(set(o) == keys | ({"words"} if o["is_final"] else set()) for o in objects)
+    for final in (o for o in objects if o["is_final"]):  # a final's plain words, with times and confidences
+        assert [w["word"] for w in final["words"]] == final["text"].split()
+        assert all(0 <= w["confidence"] <= 1 and w["start"] < w["end"] for w in final["words"])
     partial_times = [o["time"] for o in objects if not o["is_final"]]
     assert partial_times == [0.5, 1.0, 1.5, 1.7]
 

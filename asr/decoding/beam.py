@@ -173,6 +173,7 @@ class BeamSearch:
         self.decoder.decode_begin()
         self.greedy = GreedySearch(offset)  # the letters after the search's last finished word
         self.done: list[Token] | None = None
+        self.hypotheses: list = []  # flashlight's final hypotheses, best first (after `final`)
 
     def push(self, logprobs: np.ndarray) -> None:
         """Feed (T, V) log-probs of the next frames."""
@@ -205,9 +206,13 @@ class BeamSearch:
                 if self.lm.end_frame is not None:
                     self.decoder.decode_step(self.lm.end_frame.ctypes.data, 1, self.lm.end_frame.shape[1])
                 self.decoder.decode_end()
-                hypotheses = self.decoder.get_all_final_hypothesis()
-                self.done = self._tokens(hypotheses[0].tokens) if hypotheses else []
+                self.hypotheses = self.decoder.get_all_final_hypothesis()
+                self.done = self._tokens(self.hypotheses[0].tokens) if self.hypotheses else []
         return self.done
+
+    def alternatives(self, most: int = 32) -> list[tuple[float, list[Token]]]:
+        """After `final`: the `most` best final hypotheses of the beam as (score, tokens), best first."""
+        return [(h.score, self._tokens(h.tokens)) for h in self.hypotheses[:most]]
 
     def _tokens(self, path: list[int]) -> list[Token]:
         """flashlight's path (a unit per step; step 0 is a boundary before frame 0) -> CTC tokens at

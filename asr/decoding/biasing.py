@@ -64,6 +64,7 @@ class Biasing:
                     spelling = [lm.units.get_index(unit) for unit in lm.tokenizer.spell(word)]
                     extra.append((spelling, labels[word], unk_score + hotword.boost * self.scale))
         self.added = [word for word, label in labels.items() if label >= self.base]  # new to the lexicon
+        self.listed = frozenset(labels)  # every word of the list's phrases
         self.trie: Trie = lm.build_trie(extra) if extra else lm.trie
         self.root = PhraseNode()
         for hotword in hotwords:

@@ -19,6 +19,7 @@ class Word:
     word: str
     start: float  # seconds
     end: float
+    confidence: float | None = None  # in [0, 1] from the CTC posteriors of its frames (None: not computed)
 
 
 def greedy_tokens(logprobs: np.ndarray, previous: int = BLANK, offset: int = 0) -> tuple[list[Token], int]:
@@ -53,15 +54,23 @@ class GreedySearch:
     def final(self) -> list[Token]:
         return list(self.tokens)
 
+    def alternatives(self) -> list:
+        return []  # one path: no competition
+
 
 def greedy_decode(logprobs: np.ndarray) -> list[int]:
     """(T, V) -> token ids."""
     return [t.id for t in greedy_tokens(logprobs)[0]]
 
 
-def word_times(tokens: list[Token], tokenizer: Tokenizer, frame_seconds: float) -> list[Word]:
-    """Group tokens into words; a word starts at its first token's frame and ends one frame
-    after its last token (CTC spikes mark a token's position, not its full extent)."""
+def word_json(word: Word) -> dict:
+    """{"word", "start", "end"[, "confidence"]}: a word as every JSON output writes it."""
+    out = {"word": word.word, "start": round(word.start, 3), "end": round(word.end, 3)}
+    return out if word.confidence is None else {**out, "confidence": round(word.confidence, 3)}
+
+
+def word_groups(tokens: list[Token], tokenizer: Tokenizer) -> list[tuple[str, list[Token]]]:
+    """The words the tokens spell, each with its tokens (a word-start unit opens a new word)."""
     groups: list[list[Token]] = []
     for token in tokens:
         piece = tokenizer.decode([token.id])
@@ -69,9 +78,12 @@ def word_times(tokens: list[Token], tokenizer: Tokenizer, frame_seconds: float) 
             groups.append([])
         if piece.strip():
             groups[-1].append(token)
-    words = []
-    for group in groups:
-        text = tokenizer.decode([t.id for t in group]).strip()
-        if text:
-            words.append(Word(text, group[0].frame * frame_seconds, (group[-1].frame + 1) * frame_seconds))
-    return words
+    words = [(tokenizer.decode([t.id for t in group]).strip(), group) for group in groups]
+    return [(text, group) for text, group in words if text]
+
+
+def word_times(tokens: list[Token], tokenizer: Tokenizer, frame_seconds: float) -> list[Word]:
+    """Group tokens into words; a word starts at its first token's frame and ends one frame
+    after its last token (CTC spikes mark a token's position, not its full extent)."""
+    return [Word(text, group[0].frame * frame_seconds, (group[-1].frame + 1) * frame_seconds)
+            for text, group in word_groups(tokens, tokenizer)]

@@ -21,6 +21,7 @@ import numpy as np
 
 from asr.decoding.beam import BeamConfig, LMError, WordLM
 from asr.decoding.biasing import Biasing
+from asr.decoding.confidence import Alternative, word_confidences
 from asr.decoding.ctc import GreedySearch, Token, Word, word_times
 from asr.decoding.hotwords import Hotword
 from asr.pretrained import default_lm_path
@@ -38,36 +39,46 @@ class Search(Protocol):
     def final(self) -> list[Token]:
         """The finished segment's result."""
 
+    def alternatives(self) -> list[Alternative]:
+        """After `final`: the competing final hypotheses as (score, tokens), best first ([] for greedy)."""
+
 
 class Decoder:
     """Greedy CTC (`lm=None`) or the lexicon beam search over `lm`; makes one search per segment.
     With a `restorer`, finals are also given as cased, punctuated text (`restore`)."""
 
     def __init__(self, tokenizer: Tokenizer, lm: WordLM | None = None, biasing: Biasing | None = None,
-                 restorer: Restorer | None = None):
+                 restorer: Restorer | None = None, hotword_min_confidence: float = 0.0):
         self.tokenizer, self.lm, self.biasing, self.restorer = tokenizer, lm, biasing, restorer
+        self.hotword_min_confidence = hotword_min_confidence  # a listed word below it: the final without the list
 
     @classmethod
-    def load(cls, tokenizer: Tokenizer, lm: str | Path | None = "bundled",
-             cfg: BeamConfig = BeamConfig(), restorer: str | Restorer | None = "bundled") -> "Decoder":
+    def load(cls, tokenizer: Tokenizer, lm: str | Path | None = "bundled", cfg: BeamConfig = BeamConfig(),
+             restorer: str | Restorer | None = "bundled", hotword_min_confidence: float = 0.0) -> "Decoder":
         """lm: an ARPA file, "bundled" for the word LM shipped with the default model, or None (greedy).
         restorer: "bundled" (the casing and punctuation model shipped in the package, where there is one),
         a Restorer, or None (plain upper-case finals). Raises LMError for an unusable LM file (or when
-        none is bundled), RestorerError for an unusable restorer."""
+        none is bundled), RestorerError for an unusable restorer. `hotword_min_confidence`: see `finish`."""
         if lm == "bundled":
             lm = default_lm_path()
             if lm is None:
                 raise LMError("no word LM is bundled in this installation; give one with --lm PATH")
         if restorer == "bundled":
             restorer = load_restorer() if bundled_restorer() is not None else None
-        return cls(tokenizer, WordLM(tokenizer, lm, cfg) if lm is not None else None, restorer=restorer)
+        if not 0.0 <= hotword_min_confidence <= 1.0:
+            raise ValueError(f"the hotwords' minimum confidence must be in [0, 1] (got {hotword_min_confidence})")
+        return cls(tokenizer, WordLM(tokenizer, lm, cfg) if lm is not None else None, restorer=restorer,
+                   hotword_min_confidence=hotword_min_confidence)
 
-    def with_hotwords(self, hotwords: list[Hotword]) -> "Decoder":
+    def with_hotwords(self, hotwords: list[Hotword], min_confidence: float | None = None) -> "Decoder":
         """This decoder favouring `hotwords` (words outside the lexicon become possible outputs); the word
-        LM is shared. ValueError for a greedy decoder: hotwords need the beam search."""
+        LM is shared. `min_confidence` (default: this decoder's): a final in which a listed word comes out
+        less confident than this is decoded again without the list (`finish`). ValueError for a greedy
+        decoder: hotwords need the beam search."""
         if self.lm is None:
             raise ValueError("hotwords need the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
-        return Decoder(self.tokenizer, self.lm, self.lm.biasing.get(hotwords), self.restorer)
+        minimum = self.hotword_min_confidence if min_confidence is None else min_confidence
+        return Decoder(self.tokenizer, self.lm, self.lm.biasing.get(hotwords), self.restorer, minimum)
 
     @property
     def kind(self) -> str:
@@ -83,6 +94,22 @@ class Decoder:
         search.push(logprobs)
         return search.final()
 
+    def finish(self, search: Search, frame_seconds: float, logprobs: np.ndarray | None = None,
+               offset: int = 0) -> tuple[list[Token], list[Word]]:
+        """A segment's final tokens and words, given its search and (for confidences) its (T, V) `logprobs`
+        from frame `offset`. Where a listed hotword came out below `hotword_min_confidence`, the segment is
+        decoded again without the list and that is the final: a hotword must be heard, not only favoured."""
+        tokens = search.final()
+        words = self.words(tokens, frame_seconds, logprobs, offset, search.alternatives())
+        if self.biasing is None or logprobs is None or not any(
+                w.word in self.biasing.listed and w.confidence < self.hotword_min_confidence for w in words):
+            return tokens, words
+        unbiased = Decoder(self.tokenizer, self.lm, None, self.restorer)
+        search = unbiased.search(offset)
+        search.push(logprobs)
+        tokens = search.final()
+        return tokens, unbiased.words(tokens, frame_seconds, logprobs, offset, search.alternatives())
+
     def text(self, tokens: list[Token]) -> str:
         return self.tokenizer.decode([t.id for t in tokens])
 
@@ -90,5 +117,13 @@ class Decoder:
         """A final's plain words as people read them (one token per word), or None without a restorer."""
         return None if self.restorer is None else self.restorer.restore(text)
 
-    def words(self, tokens: list[Token], frame_seconds: float) -> list[Word]:
-        return word_times(tokens, self.tokenizer, frame_seconds)
+    def words(self, tokens: list[Token], frame_seconds: float, logprobs: np.ndarray | None = None,
+              offset: int = 0, alternatives: list[Alternative] | None = None) -> list[Word]:
+        """The tokens' words with their times; with the segment's (T, V) `logprobs` (frames from `offset` on),
+        also their confidences (`asr.decoding.confidence`), weighing the search's `alternatives` if any."""
+        words = word_times(tokens, self.tokenizer, frame_seconds)
+        if logprobs is not None:
+            scores = word_confidences(tokens, self.tokenizer, logprobs, offset, alternatives or [])
+            for word, score in zip(words, scores):
+                word.confidence = score
+        return words

@@ -28,14 +28,37 @@ function show(event) {
   }
   while (sends.length > 1 && sends[1][0] < event.time) sends.shift();
   if (event.is_final) {
-    const line = document.createElement("p");
-    line.className = "final";
-    line.textContent = event.text;
-    $("finals").appendChild(line);
+    $("finals").appendChild(finalLine(event));
     $("partial").textContent = "";
   } else {
     $("partial").textContent = event.text;
   }
+}
+
+const DOUBTFUL = 0.5; // words below this confidence are shaded
+
+// A final as a line of words, those the model is unsure of shaded (their confidence on hover). The
+// restored text has one token per plain word; where it does not, the line is shown as it came.
+function finalLine(event) {
+  const line = document.createElement("p");
+  line.className = "final";
+  const shown = event.text.split(" ");
+  const words = event.words || [];
+  if (shown.length !== words.length) {
+    line.textContent = event.text;
+    return line;
+  }
+  shown.forEach((text, i) => {
+    const word = document.createElement("span");
+    word.textContent = text;
+    const confidence = words[i].confidence;
+    if (confidence !== undefined) {
+      word.title = `confidence ${confidence.toFixed(2)}`;
+      if (confidence < DOUBTFUL) word.className = "doubtful";
+    }
+    line.append(word, i + 1 < shown.length ? " " : "");
+  });
+  return line;
 }
 
 async function start() {
