@@ -59,13 +59,15 @@ def is_bundled(model: str | Path | None) -> bool:
 def load_decoder(recognizer: Recognizer, bundled: bool = True, greedy: bool = False, beam: bool = False,
                  lm: str | Path | None = None, beam_config: BeamConfig | None = None,
                  hotwords: str | Path | Sequence[str] | None = None, restore: bool = True,
-                 restorer: str | Path | None = None, hotword_min_confidence: float = 0.0) -> Decoder:
+                 restorer: str | Path | None = None, hotword_min_confidence: float = 0.0,
+                 written: bool = True) -> Decoder:
     """The decoder: greedy CTC, or the lexicon beam search with a word LM (`lm`, else the bundled one).
     The bundled model (`bundled`) decodes with the beam search unless `greedy`; a model of your own decodes
     greedily unless `beam` or `lm` asks for the search. `hotwords`: a hotword file, or its lines, to favour
     (needs the search); a final in which a listed word's confidence is below `hotword_min_confidence` is
     decoded again without the list. `restore`: cased, punctuated finals (the bundled restorer, or `restorer`: .onnx, or
-    .safetensors with torch). Raises LMError, HotwordError, RestorerError or ValueError, each one line."""
+    .safetensors with torch); `written`: with numbers, money, times and dates in figures ("$25 at 3:30").
+    Raises LMError, HotwordError, RestorerError or ValueError, each one line."""
     if greedy and (beam or lm):
         raise ValueError("greedy decoding cannot be combined with beam or lm")
     use_lm = None if greedy or not (beam or lm or bundled) else (Path(lm) if lm else "bundled")
@@ -83,7 +85,7 @@ def load_decoder(recognizer: Recognizer, bundled: bool = True, greedy: bool = Fa
     else:
         restore_with = "bundled"
     decoder = Decoder.load(recognizer.tokenizer, use_lm, beam_config or BeamConfig(), restore_with,
-                           hotword_min_confidence)
+                           hotword_min_confidence, written)
     return decoder.with_hotwords(words) if words else decoder
 
 
@@ -91,12 +93,12 @@ def load(model: str | Path | None = None, *, backend: str | None = None, int8: b
          greedy: bool = False, beam: bool = False, lm: str | Path | None = None,
          beam_config: BeamConfig | None = None, hotwords: str | Path | Sequence[str] | None = None,
          hotword_min_confidence: float = 0.0, restore: bool = True, restorer: str | Path | None = None,
-         endpoint: EndpointConfig | None = None) -> "Transcriber":
+         written: bool = True, endpoint: EndpointConfig | None = None) -> "Transcriber":
     """A model ready to transcribe: `model` as in `load_recognizer` (None: the bundled one), the decoding
     as in `load_decoder`, and where segments end (`endpoint`, `asr.endpoint.EndpointConfig`)."""
     recognizer = load_recognizer(model, backend, threads, int8)
     decoder = load_decoder(recognizer, is_bundled(model), greedy, beam, lm, beam_config, hotwords, restore, restorer,
-                           hotword_min_confidence)
+                           hotword_min_confidence, written)
     return Transcriber(recognizer, decoder, (endpoint or EndpointConfig()).validate())
 
 

@@ -114,6 +114,9 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
                              "without the list (default 0: off)")
     parser.add_argument("--plain", action="store_true",
                         help="finals as plain upper-case words: no casing or punctuation restoration")
+    parser.add_argument("--spoken-form", action="store_true",
+                        help="finals with numbers as the words said (\"twenty five dollars\"), not written "
+                             "(\"$25\", the default where the restorer runs)")
     parser.add_argument("--restorer", metavar="FILE",
                         help="casing and punctuation restorer (.onnx, or .safetensors with torch) instead of the "
                              "bundled one (python -m asr.training.restorer makes one)")
@@ -161,7 +164,8 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
                      getattr(args, "lexicon_words", BeamConfig().lexicon_words), args.beam_threshold)
     return api.load_decoder(recognizer, _bundled(args), args.greedy, args.beam, args.lm, cfg, hotwords,
                             restore=not getattr(args, "plain", True), restorer=getattr(args, "restorer", None),
-                            hotword_min_confidence=getattr(args, "hotword_min_confidence", 0.0))
+                            hotword_min_confidence=getattr(args, "hotword_min_confidence", 0.0),
+                            written=not getattr(args, "spoken_form", False))
 
 
 def _bundled(args: argparse.Namespace) -> bool:

@@ -27,6 +27,8 @@ from asr.decoding.hotwords import Hotword
 from asr.pretrained import default_lm_path
 from asr.restore.restorer import Restorer, bundled_restorer, load_restorer
 from asr.tokenizer import Tokenizer
+from asr.written import WrittenForm
+from asr.written import available as written_available
 
 
 class Search(Protocol):
@@ -45,20 +47,31 @@ class Search(Protocol):
 
 class Decoder:
     """Greedy CTC (`lm=None`) or the lexicon beam search over `lm`; makes one search per segment.
-    With a `restorer`, finals are also given as cased, punctuated text (`restore`)."""
+    With a `restorer`, finals are also given as cased, punctuated text (`restore`), and with `written`,
+    with their numbers, money, times and dates written as people write them."""
 
     def __init__(self, tokenizer: Tokenizer, lm: WordLM | None = None, biasing: Biasing | None = None,
-                 restorer: Restorer | None = None, hotword_min_confidence: float = 0.0):
+                 restorer: Restorer | None = None, hotword_min_confidence: float = 0.0,
+                 written: WrittenForm | None = None):
         self.tokenizer, self.lm, self.biasing, self.restorer = tokenizer, lm, biasing, restorer
         self.hotword_min_confidence = hotword_min_confidence  # a listed word below it: the final without the list
+        self.written = written
+
+    def _but(self, **changes) -> "Decoder":
+        """This decoder with some of its parts changed (the word LM and restorer are shared)."""
+        parts = dict(tokenizer=self.tokenizer, lm=self.lm, biasing=self.biasing, restorer=self.restorer,
+                     hotword_min_confidence=self.hotword_min_confidence, written=self.written)
+        return Decoder(**{**parts, **changes})
 
     @classmethod
     def load(cls, tokenizer: Tokenizer, lm: str | Path | None = "bundled", cfg: BeamConfig = BeamConfig(),
-             restorer: str | Restorer | None = "bundled", hotword_min_confidence: float = 0.0) -> "Decoder":
+             restorer: str | Restorer | None = "bundled", hotword_min_confidence: float = 0.0,
+             written: bool = True) -> "Decoder":
         """lm: an ARPA file, "bundled" for the word LM shipped with the default model, or None (greedy).
         restorer: "bundled" (the casing and punctuation model shipped in the package, where there is one),
         a Restorer, or None (plain upper-case finals). Raises LMError for an unusable LM file (or when
-        none is bundled), RestorerError for an unusable restorer. `hotword_min_confidence`: see `finish`."""
+        none is bundled), RestorerError for an unusable restorer. `hotword_min_confidence`: see `finish`.
+        `written`: restored finals in the written form (`asr.written`) where it is installed."""
         if lm == "bundled":
             lm = default_lm_path()
             if lm is None:
@@ -68,7 +81,8 @@ class Decoder:
         if not 0.0 <= hotword_min_confidence <= 1.0:
             raise ValueError(f"the hotwords' minimum confidence must be in [0, 1] (got {hotword_min_confidence})")
         return cls(tokenizer, WordLM(tokenizer, lm, cfg) if lm is not None else None, restorer=restorer,
-                   hotword_min_confidence=hotword_min_confidence)
+                   hotword_min_confidence=hotword_min_confidence,
+                   written=WrittenForm() if written and restorer is not None and written_available() else None)
 
     def with_hotwords(self, hotwords: list[Hotword], min_confidence: float | None = None) -> "Decoder":
         """This decoder favouring `hotwords` (words outside the lexicon become possible outputs); the word
@@ -78,7 +92,11 @@ class Decoder:
         if self.lm is None:
             raise ValueError("hotwords need the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
         minimum = self.hotword_min_confidence if min_confidence is None else min_confidence
-        return Decoder(self.tokenizer, self.lm, self.lm.biasing.get(hotwords), self.restorer, minimum)
+        return self._but(biasing=self.lm.biasing.get(hotwords), hotword_min_confidence=minimum)
+
+    def spoken(self) -> "Decoder":
+        """This decoder with restored finals in the spoken form: numbers as the words said."""
+        return self._but(written=None)
 
     @property
     def kind(self) -> str:
@@ -104,7 +122,7 @@ class Decoder:
         if self.biasing is None or logprobs is None or not any(
                 w.word in self.biasing.listed and w.confidence < self.hotword_min_confidence for w in words):
             return tokens, words
-        unbiased = Decoder(self.tokenizer, self.lm, None, self.restorer)
+        unbiased = self._but(biasing=None)
         search = unbiased.search(offset)
         search.push(logprobs)
         tokens = search.final()
@@ -114,8 +132,12 @@ class Decoder:
         return self.tokenizer.decode([t.id for t in tokens])
 
     def restore(self, text: str) -> str | None:
-        """A final's plain words as people read them (one token per word), or None without a restorer."""
-        return None if self.restorer is None else self.restorer.restore(text)
+        """A final's plain words as people read them, or None without a restorer: cased and punctuated (one
+        token per word), and in the written form where that is on ("$25 at 3:30")."""
+        if self.restorer is None:
+            return None
+        restored = self.restorer.restore(text)
+        return self.written(restored) if self.written else restored
 
     def words(self, tokens: list[Token], frame_seconds: float, logprobs: np.ndarray | None = None,
               offset: int = 0, alternatives: list[Alternative] | None = None) -> list[Word]:

@@ -179,8 +179,8 @@ class App:
                 parsed = protocol.parse_text(message, first)
                 if isinstance(parsed, Start):
                     buffer = AudioBuffer(self.limits.chunk_samples, parsed.sample_rate)
-                    if parsed.hotwords:
-                        stream = outcome["stream"] = self.engine.open(parsed.hotwords)
+                    if parsed.hotwords or parsed.spoken_form:
+                        stream = outcome["stream"] = self.engine.open(parsed.hotwords, parsed.spoken_form)
                 elif isinstance(parsed, End):
                     code, reason = protocol.NORMAL, "end of stream"
                     break

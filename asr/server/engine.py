@@ -65,11 +65,12 @@ class Engine:
         self.rows = 0  # chunks stepped
         self.fallbacks = 0  # passes whose batched step failed (then each stream is stepped alone)
 
-    def open(self, hotwords: tuple[str, ...] = ()) -> Stream:
-        """A new stream, favouring `hotwords` (lines of a hotword list) if any: ProtocolError (1007) for a
-        list that cannot be used. A list first seen builds its lexicon trie here (a few hundred ms)."""
+    def open(self, hotwords: tuple[str, ...] = (), spoken_form: bool = False) -> Stream:
+        """A new stream, favouring `hotwords` (lines of a hotword list) if any, its finals in the spoken form if
+        asked: ProtocolError (1007) for a list that cannot be used. A list first seen builds its lexicon trie
+        here (a few hundred ms)."""
         try:
-            return self.recognition.open(list(hotwords))
+            return self.recognition.open(list(hotwords), spoken_form)
         except ValueError as err:  # HotwordError, or hotwords asked of a greedy server
             raise ProtocolError(str(err), protocol.INVALID) from None
 

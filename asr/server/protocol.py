@@ -1,8 +1,9 @@
 """The /asr WebSocket protocol: what a client may send, and the close codes the server uses.
 
 Client -> server:
-    {"sample_rate": N, "hotwords": [...]}   optional first text message: the rate (default 16000; others are
-                           resampled) and this stream's hotword list (lines as in a --hotwords file)
+    {"sample_rate": N, "hotwords": [...], "spoken_form": false}   optional first text message: the rate (default
+                           16000; others are resampled), this stream's hotword list (lines as in a --hotwords
+                           file), and whether its finals keep numbers as the words said
     binary                 little-endian int16 mono PCM, any length (an even number of bytes)
     {"type": "end"}        no more audio: the server flushes, sends the last final(s), closes 1000
 Server -> client: one JSON text message per emission (the keys of `asr.stream --json`), or
@@ -27,6 +28,9 @@ TRY_LATER = 1013  # every stream slot is taken
 MIN_RATE, MAX_RATE = 4000, 192000
 
 
+START_KEYS = ("sample_rate", "hotwords", "spoken_form")  # what a stream's optional first message may set
+
+
 class ProtocolError(Exception):
     """A client message that breaks the protocol; `code` is the close code to answer with."""
 
@@ -43,6 +47,7 @@ class ProtocolError(Exception):
 class Start:
     sample_rate: int = 16000
     hotwords: tuple[str, ...] = ()  # lines of a hotword list (asr.decoding.hotwords), for this stream only
+    spoken_form: bool = False  # this stream's finals with numbers as the words said (not "$25")
 
 
 @dataclass(frozen=True)
@@ -60,16 +65,18 @@ def parse_text(text: str, first: bool) -> Start | End:
         raise ProtocolError("text message must be a JSON object", UNSUPPORTED)
     if message.get("type") == "end" and len(message) == 1:
         return End()
-    if set(message) & {"sample_rate", "hotwords"} and set(message) <= {"sample_rate", "hotwords", "type"} \
-            and message.get("type", "start") == "start":
+    if set(message) & set(START_KEYS) and set(message) <= {*START_KEYS, "type"} and message.get("type", "start") == "start":
         if not first:
-            raise ProtocolError("sample_rate and hotwords may only be sent before any audio", UNSUPPORTED)
+            raise ProtocolError("sample_rate, hotwords and spoken_form may only be sent before any audio", UNSUPPORTED)
         rate = message.get("sample_rate", 16000)
         if not isinstance(rate, int) or isinstance(rate, bool) or not MIN_RATE <= rate <= MAX_RATE:
             raise ProtocolError(f"sample_rate must be an integer in {MIN_RATE}..{MAX_RATE} (got {rate!r})", INVALID)
-        return Start(rate, _hotword_lines(message.get("hotwords", [])))
-    raise ProtocolError('unknown message: expected {"sample_rate": N, "hotwords": [...]} or {"type": "end"}',
-                        UNSUPPORTED)
+        spoken = message.get("spoken_form", False)
+        if not isinstance(spoken, bool):
+            raise ProtocolError(f"spoken_form must be true or false (got {spoken!r})", INVALID)
+        return Start(rate, _hotword_lines(message.get("hotwords", [])), spoken)
+    raise ProtocolError('unknown message: expected {"sample_rate": N, "hotwords": [...], "spoken_form": false} '
+                        'or {"type": "end"}', UNSUPPORTED)
 
 
 def _hotword_lines(value: object) -> tuple[str, ...]:

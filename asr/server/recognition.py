@@ -43,10 +43,11 @@ class Recognition:
         self.recognizer, self.endpoint = recognizer, endpoint
         self.decoder = decoder or Decoder(recognizer.tokenizer)
 
-    def open(self, hotwords: list[str] | None = None) -> Stream:
+    def open(self, hotwords: list[str] | None = None, spoken_form: bool = False) -> Stream:
         """A new stream; `hotwords` (lines of a hotword list) replace the server's own list for it
-        (HotwordError, or ValueError for a greedy decoder, if they cannot be used)."""
-        decoder = self.decoder
+        (HotwordError, or ValueError for a greedy decoder, if they cannot be used); `spoken_form`: its finals
+        with numbers as the words said."""
+        decoder = self.decoder.spoken() if spoken_form else self.decoder
         if hotwords:
             decoder = decoder.with_hotwords(parse_hotwords(hotwords, "hotwords", self.recognizer.tokenizer))
         segmenter = Segmenter(decoder, self.recognizer.frame_seconds, self.endpoint)
