@@ -15,7 +15,7 @@ class Passes:
     def __init__(self):
         self.rows: list[int] = []
 
-    def open(self, hotwords: list[str] | None = None) -> object:
+    def open(self, hotwords: list[str] | None = None, spoken_form: bool = False) -> object:
         return object()
 
     def advance(self, streams, chunks, partials=None):

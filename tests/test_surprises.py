@@ -124,8 +124,8 @@ class ScriptedDecoder:
     def text(self, tokens: str) -> str:
         return tokens
 
-    def words(self, tokens: str, frame_seconds: float) -> list:
-        return []
+    def finish(self, search: "ScriptedDecoder._Search", frame_seconds: float, *_) -> tuple[str, list]:
+        return search.final(), []
 
     def restore(self, text: str) -> str | None:
         return text.title() if self.restoring else None
