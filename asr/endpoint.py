@@ -128,7 +128,7 @@ class Segmenter:
         text = self.decoder.text(tokens)
         emission = None
         if text:
-            restored = self.decoder.restore(text)  # cased and punctuated (None: plain output)
+            restored = self.decoder.restore(text, words)  # cased and punctuated (None: plain output)
             emission = self._emit(restored or text, now, compute_ms, True, min(end * self.frame_seconds, now), words)
             emission.plain = None if restored is None else text
             self.index += 1

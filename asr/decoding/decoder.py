@@ -25,6 +25,7 @@ from asr.decoding.confidence import Alternative, word_confidences
 from asr.decoding.ctc import GreedySearch, Token, Word, word_times
 from asr.decoding.hotwords import Hotword
 from asr.pretrained import default_lm_path
+from asr.restore.labels import word_pauses
 from asr.restore.restorer import Restorer, bundled_restorer, load_restorer
 from asr.tokenizer import Tokenizer
 from asr.written import WrittenForm
@@ -131,12 +132,15 @@ class Decoder:
     def text(self, tokens: list[Token]) -> str:
         return self.tokenizer.decode([t.id for t in tokens])
 
-    def restore(self, text: str) -> str | None:
+    def restore(self, text: str, words: list[Word] | None = None) -> str | None:
         """A final's plain words as people read them, or None without a restorer: cased and punctuated (one
-        token per word), and in the written form where that is on ("$25 at 3:30")."""
+        token per word; the pause before each word, from `words`' times, helps place the marks), and in the
+        written form where that is on ("$25 at 3:30")."""
         if self.restorer is None:
             return None
-        restored = self.restorer.restore(text)
+        timed = words is not None and len(words) == len(text.split())
+        pauses = word_pauses([w.start for w in words], [w.end for w in words]) if timed else None
+        restored = self.restorer.restore(text, pauses)
         return self.written(restored) if self.written else restored
 
     def words(self, tokens: list[Token], frame_seconds: float, logprobs: np.ndarray | None = None,

@@ -7,8 +7,10 @@ Torch-free: the runtime uses it with either backend.
 """
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
+from typing import Sequence
 from dataclasses import dataclass
 
 from asr.text import normalize
@@ -18,6 +20,11 @@ MARKS = ("", ".", ",", "?", "!")
 LOWER, CAPITAL, UPPER = range(3)
 NONE, PERIOD, COMMA, QUESTION, EXCLAIM = range(5)
 _WORD = re.compile(r"[A-Za-z']+")
+# The pause before a word, as the network sees it: 0 unknown (plain text), 1 the first word of a final,
+# then bins of the seconds from the previous word's end (word times come in 40 ms frames).
+NO_PAUSE, START = 0, 1
+PAUSE_EDGES = (0.02, 0.06, 0.1, 0.14, 0.2, 0.28, 0.4, 0.56, 0.8, 1.2)
+PAUSE_BUCKETS = 2 + len(PAUSE_EDGES) + 1
 
 
 @dataclass
@@ -78,6 +85,21 @@ def cased(word: str, case: int) -> str:
 def render(words: list[str], cases: list[int], marks: list[int]) -> str:
     """Plain words and their labels -> the text people read: one token per word, marks attached."""
     return " ".join(cased(w, c) + MARKS[m] for w, c, m in zip(words, cases, marks))
+
+
+def pause_ids(pauses: Sequence[float] | None, n: int) -> list[int]:
+    """The pause id of each of n words: pauses[i] is the seconds before word i (pauses[0] is not used: the
+    first word gets START); None: no pause information (every word NO_PAUSE)."""
+    if pauses is None:
+        return [NO_PAUSE] * n
+    if len(pauses) != n:
+        raise ValueError(f"{len(pauses)} pauses for {n} words")
+    return [START] * min(n, 1) + [2 + bisect.bisect_right(PAUSE_EDGES, p) for p in pauses[1:]]
+
+
+def word_pauses(starts: Sequence[float], ends: Sequence[float]) -> list[float]:
+    """Seconds from each word's previous word's end to its start (0.0 for the first word)."""
+    return [0.0] + [max(0.0, s - e) for s, e in zip(starts[1:], ends[:-1])]
 
 
 def baseline(words: list[str]) -> tuple[list[int], list[int]]:

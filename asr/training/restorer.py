@@ -1,7 +1,8 @@
 """Train the casing and punctuation restorer: `python -m asr.training.restorer [restorer=small] [overrides]`.
 
 Hydra composes conf/train_restorer.yaml (the `restorer` group: small is the shipped size, toy the tests').
-Lightning fits `RestorerNet` (asr.restore.model) with cross-entropy on both heads; the checkpoint with
+Lightning fits `RestorerNet` (asr.restore.model) with cross-entropy on both heads; a network that reads
+pauses (model.pause_buckets > 0) also trains on recognition-like items (`asr.training.restorer_data`); the checkpoint with
 the lowest validation loss is exported to `run_dir/restorer.safetensors` and `run_dir/restorer.onnx`,
 and `run_dir/metrics.json` holds its held-out scores beside the trivial baseline's. Running the same
 command again resumes from the last checkpoint.
@@ -29,7 +30,9 @@ from asr.restore.model import RestorerConfig, RestorerNet, export_onnx, save_res
 from asr.restore.restorer import load_restorer
 from asr.training.config import OptimConfig, TrainerConfig
 from asr.training.module import warmup_cosine
-from asr.training.restorer_data import IGNORE, RestorerDataConfig, RestorerDataModule, build_vocab, read_sentences
+from asr.restore.noise import Confusions, Pauses
+from asr.training.restorer_data import (IGNORE, RestorerDataConfig, RestorerDataModule, build_vocab, read_recognized,
+                                        read_sentences)
 
 log = logging.getLogger("asr.training.restorer")
 
@@ -57,7 +60,7 @@ class RestorerModule(L.LightningModule):
         self.score = RestoreScore()
 
     def loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
-        cases, marks = self.net(batch["ids"], batch["lengths"])  # (B, T, 3), (B, T, 5)
+        cases, marks = self.net(batch["ids"], batch["pauses"], batch["lengths"])  # (B, T, 3), (B, T, 5)
         loss = F.cross_entropy(cases.flatten(0, 1), batch["cases"].flatten(), ignore_index=IGNORE) \
             + F.cross_entropy(marks.flatten(0, 1), batch["marks"].flatten(), ignore_index=IGNORE)
         return loss, cases, marks
@@ -94,7 +97,7 @@ def predict_with(net: RestorerNet, vocab: list[str]):
     def predict(words: list[str]) -> tuple[list[int], list[int]]:
         ids = torch.tensor([[index.get(w, 1) for w in words]])
         with torch.inference_mode():
-            cases, marks = net(ids)
+            cases, marks = net(ids)  # no pauses: plain text
         return cases[0].argmax(-1).tolist(), marks[0].argmax(-1).tolist()
     return predict
 
@@ -116,6 +119,11 @@ def train_restorer(cfg: RestorerTrainConfig) -> Path:
         vocab_file.write_text(json.dumps(vocab) + "\n")
     model_cfg = RestorerConfig(**{**OmegaConf.to_container(OmegaConf.structured(cfg.model)), "vocab_size": len(vocab)})
     module = RestorerModule(model_cfg, cfg.optim)
+    real, pauses, confusions = [], None, None
+    if model_cfg.pause_buckets:  # recognition-like items: real finals, simulated errors and pauses
+        real = read_recognized(cfg.data.asr_train) if cfg.data.asr_train and Path(cfg.data.asr_train).is_file() else []
+        pauses, confusions = Pauses.estimate(real, cfg.data.pause_tempo), Confusions(vocab[2:])
+        log.info("restorer: %d recognized finals; pauses (s, 10/50/90%%) %s", len(real), pauses.summary())
     OmegaConf.save(cfg, run_dir / "config.yaml")
     best = ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="best", monitor="val_loss", mode="min", save_last=True)
     trainer = L.Trainer(**OmegaConf.to_container(OmegaConf.structured(cfg.trainer)), default_root_dir=run_dir,
@@ -123,7 +131,8 @@ def train_restorer(cfg: RestorerTrainConfig) -> Path:
     log.info("restorer: %d train sentences, %d held out, %d words in the vocabulary, %.2fM parameters", len(train),
              len(valid), len(vocab), sum(p.numel() for p in module.net.parameters()) / 1e6)
     last = run_dir / "checkpoints" / "last.ckpt"
-    trainer.fit(module, datamodule=RestorerDataModule(cfg.data, vocab, train, valid, cfg.seed),
+    data = RestorerDataModule(cfg.data, vocab, train, valid, cfg.seed, real, pauses, confusions)
+    trainer.fit(module, datamodule=data,
                 ckpt_path=str(last) if last.exists() else None)
     state = torch.load(best.best_model_path or str(last), map_location="cpu", weights_only=True)["state_dict"]
     module.net.load_state_dict({k.removeprefix("net."): v for k, v in state.items()})

@@ -17,6 +17,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -39,10 +40,11 @@ def usable(line: str) -> bool:
     return bool(letters) and letters[0].isupper() and any(c.islower() for c in letters) and labelled(line) is not None
 
 
-def split(text_dir: Path, exclude: set[str]) -> tuple[list[str], list[str]]:
-    """(train, held-out) original sentences; the synthetic recipe's `load_sentences` loop, keeping the lines."""
+def sentences(text_dir: Path, exclude: set[str]) -> Iterator[tuple[str, str, bool]]:
+    """(sid, original sentence, held out) of every usable sentence: the synthetic recipe's `load_sentences`
+    loop (its sid "<file stem>-<index>" names the check sets' audio), keeping the lines."""
     synthetic = synthetic_recipe()
-    seen, train, held = set(exclude), [], []
+    seen = set(exclude)
     for path in sorted(text_dir.glob("*.txt")):
         kept = 0
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
@@ -52,10 +54,17 @@ def split(text_dir: Path, exclude: set[str]) -> tuple[list[str], list[str]]:
             if not 2 <= len(text.split()) <= 25 or text in seen:
                 continue
             seen.add(text)
-            is_held = kept % synthetic.HOLD_EVERY == 0
+            sid, is_held = f"{path.stem}-{kept:05d}", kept % synthetic.HOLD_EVERY == 0
             kept += 1
             if usable(line):
-                (held if is_held else train).append(" ".join(line.split()))
+                yield sid, " ".join(line.split()), is_held
+
+
+def split(text_dir: Path, exclude: set[str]) -> tuple[list[str], list[str]]:
+    """(train, held-out) original sentences."""
+    train, held = [], []
+    for _, line, is_held in sentences(text_dir, exclude):
+        (held if is_held else train).append(line)
     return train, held
 
 
