@@ -11,8 +11,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def load(model=None, **options):
-    """A model ready to transcribe files and arrays and to stream live audio: `asr.api.load` (its options:
-    backend, int8, threads, greedy, beam, lm, beam_config, hotwords, restore, restorer, endpoint).
+    """A model ready to transcribe files and arrays and to stream live audio: `asr.api.load`, which lists its
+    options (the command-line flags of the same names).
 
         import asr
         print(asr.load().transcribe("talk.m4a").text)

@@ -56,21 +56,28 @@ def is_bundled(model: str | Path | None) -> bool:
     return bundled is not None and folder.resolve() == bundled.resolve()
 
 
+def word_lm(bundled: bool, greedy: bool, beam: bool, lm: str | Path | None) -> Path | str | None:
+    """The word LM a decoder searches with: `lm`, "bundled", or None (greedy CTC). The bundled model searches
+    with the bundled LM unless `greedy`; a model of your own decodes greedily unless `beam` or `lm` asks."""
+    if greedy or not (beam or lm or bundled):
+        return None
+    return Path(lm) if lm else "bundled"
+
+
 def load_decoder(recognizer: Recognizer, bundled: bool = True, greedy: bool = False, beam: bool = False,
                  lm: str | Path | None = None, beam_config: BeamConfig | None = None,
                  hotwords: str | Path | Sequence[str] | None = None, restore: bool = True,
                  restorer: str | Path | None = None, hotword_min_confidence: float = 0.0,
                  written: bool = True) -> Decoder:
-    """The decoder: greedy CTC, or the lexicon beam search with a word LM (`lm`, else the bundled one).
-    The bundled model (`bundled`) decodes with the beam search unless `greedy`; a model of your own decodes
-    greedily unless `beam` or `lm` asks for the search. `hotwords`: a hotword file, or its lines, to favour
-    (needs the search); a final in which a listed word's confidence is below `hotword_min_confidence` is
-    decoded again without the list. `restore`: cased, punctuated finals (the bundled restorer, or `restorer`: .onnx, or
-    .safetensors with torch); `written`: with numbers, money, times and dates in figures ("$25 at 3:30").
-    Raises LMError, HotwordError, RestorerError or ValueError, each one line."""
+    """The decoder: greedy CTC, or the lexicon beam search with a word LM, as `word_lm` decides. `hotwords`: a
+    hotword file, or its lines, to favour (needs the search); a final in which a listed word's confidence is
+    below `hotword_min_confidence` is decoded again without the list. `restore`: cased, punctuated finals
+    (the bundled restorer, or `restorer`: .onnx, or .safetensors with torch); `written`: with numbers, money,
+    times and dates in figures ("$25 at 3:30"). Raises LMError, HotwordError, RestorerError or ValueError,
+    each one line."""
     if greedy and (beam or lm):
         raise ValueError("greedy decoding cannot be combined with beam or lm")
-    use_lm = None if greedy or not (beam or lm or bundled) else (Path(lm) if lm else "bundled")
+    use_lm = word_lm(bundled, greedy, beam, lm)
     if hotwords and use_lm is None:
         raise ValueError("hotwords need the beam search with a word LM (not greedy; with a model of your own, "
                          "ask for beam or an lm)")

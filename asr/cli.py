@@ -157,12 +157,12 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
     ValueErrors, with a one-line reason)."""
     if args.greedy and (args.beam or args.lm):
         raise ValueError("--greedy cannot be combined with --beam or --lm")
-    hotwords = getattr(args, "hotwords", None)
-    if hotwords and (args.greedy or not (args.beam or args.lm or _bundled(args))):
+    hotwords, bundled = getattr(args, "hotwords", None), _bundled(args)
+    if hotwords and api.word_lm(bundled, args.greedy, args.beam, args.lm) is None:
         raise ValueError("--hotwords needs the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
     cfg = BeamConfig(args.beam_size, args.lm_weight, args.word_score,
                      getattr(args, "lexicon_words", BeamConfig().lexicon_words), args.beam_threshold)
-    return api.load_decoder(recognizer, _bundled(args), args.greedy, args.beam, args.lm, cfg, hotwords,
+    return api.load_decoder(recognizer, bundled, args.greedy, args.beam, args.lm, cfg, hotwords,
                             restore=not getattr(args, "plain", True), restorer=getattr(args, "restorer", None),
                             hotword_min_confidence=getattr(args, "hotword_min_confidence", 0.0),
                             written=not getattr(args, "spoken_form", False))

@@ -99,7 +99,3 @@ def to_vtt(t: Transcript) -> str:
 
 WRITERS = {"txt": to_txt, "json": to_json, "srt": to_srt, "vtt": to_vtt}
 
-
-def render(t: Transcript, fmt: str) -> str:
-    """The transcript in format `fmt` (one of FORMATS)."""
-    return t.render(fmt)

@@ -85,15 +85,13 @@ class Decoder:
                    hotword_min_confidence=hotword_min_confidence,
                    written=WrittenForm() if written and restorer is not None and written_available() else None)
 
-    def with_hotwords(self, hotwords: list[Hotword], min_confidence: float | None = None) -> "Decoder":
+    def with_hotwords(self, hotwords: list[Hotword]) -> "Decoder":
         """This decoder favouring `hotwords` (words outside the lexicon become possible outputs); the word
-        LM is shared. `min_confidence` (default: this decoder's): a final in which a listed word comes out
-        less confident than this is decoded again without the list (`finish`). ValueError for a greedy
-        decoder: hotwords need the beam search."""
+        LM is shared, and so is `hotword_min_confidence` (see `finish`). ValueError for a greedy decoder:
+        hotwords need the beam search."""
         if self.lm is None:
             raise ValueError("hotwords need the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
-        minimum = self.hotword_min_confidence if min_confidence is None else min_confidence
-        return self._but(biasing=self.lm.biasing.get(hotwords), hotword_min_confidence=minimum)
+        return self._but(biasing=self.lm.biasing.get(hotwords))
 
     def spoken(self) -> "Decoder":
         """This decoder with restored finals in the spoken form: numbers as the words said."""
