@@ -23,7 +23,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from asr.audio import rechunk
-from asr.features import Fbank, num_frames, stream_fbank
+from asr.features import Fbank, FbankConfig, num_frames, stream_fbank
 from asr.model.backend import AcousticModel, load_backend
 from asr.tokenizer import Tokenizer
 
@@ -33,6 +33,7 @@ class StreamState:
     pending: np.ndarray  # (P,) samples not yet part of a full frame
     model: Any  # the acoustic model's state (opaque; see asr.model.backend)
     frames: int = 0  # encoder frames produced so far
+    samples: int = 0  # samples heard so far
 
 
 @dataclass
@@ -53,7 +54,7 @@ class Recognizer:
     def __init__(self, model: AcousticModel, tokenizer: Tokenizer, info: dict | None = None,
                  tail_seconds: float = 0.2):
         self.model, self.tokenizer, self.info = model, tokenizer, info or {}
-        self.fbank = Fbank()
+        self.fbank = Fbank(FbankConfig.of(model.cfg.features))
         self.tail = np.zeros(round(tail_seconds * self.fbank.cfg.sample_rate), np.float32)
 
     @classmethod
@@ -67,6 +68,18 @@ class Recognizer:
     def frame_seconds(self) -> float:
         """Duration of one encoder frame (10 ms x subsampling)."""
         return self.fbank.cfg.hop_length * self.model.cfg.subsampling / self.fbank.cfg.sample_rate
+
+    @property
+    def lookahead_ms(self) -> float:
+        """The chunk inside which a frame looks ahead, in ms (0: a strictly causal model)."""
+        return self.model.cfg.chunk * self.frame_seconds * 1000
+
+    def check_chunk_ms(self, chunk_ms: float) -> None:
+        """ValueError when audio stepped every `chunk_ms` is shorter than the chunk this model was trained to
+        look ahead in: its text comes out a chunk at a time, so shorter steps would only pretend to be faster."""
+        if chunk_ms < self.lookahead_ms:
+            raise ValueError(f"this model looks ahead inside chunks of {self.lookahead_ms:g} ms: "
+                             f"--chunk-ms {chunk_ms:g} is shorter; use at least {self.lookahead_ms:g}")
 
     def samples_for_frames(self, frames: int) -> int:
         """The fewest stream samples after which `step` has returned `frames` encoder frames in all: one
@@ -83,20 +96,23 @@ class Recognizer:
         """samples (N,) at 16 kHz -> log-probs of the encoder frames they complete (T', V), next state."""
         return self.step_many([samples], [state])[0]
 
-    def step_many(self, chunks: list[np.ndarray], states: list[StreamState]) -> list[tuple[np.ndarray, StreamState]]:
+    def step_many(self, chunks: list[np.ndarray], states: list[StreamState],
+                  final: bool = False) -> list[tuple[np.ndarray, StreamState]]:
         """`step` for several independent streams at once, their model steps in one backend call
-        (`AcousticModel.step_many`). The results equal calling `step` on each stream alone."""
+        (`AcousticModel.step_many`). The results equal calling `step` on each stream alone. `final`: the
+        streams end with these chunks (`finish`)."""
         feats, pendings = zip(*(stream_fbank(self.fbank, c, s.pending) for c, s in zip(chunks, states)))
-        stepped = self.model.step_many(list(feats), [s.model for s in states])
-        return [(logprobs, replace(s, pending=pending, model=model_state, frames=s.frames + logprobs.shape[0]))
-                for (logprobs, model_state), s, pending in zip(stepped, states, pendings)]
+        stepped = self.model.step_many(list(feats), [s.model for s in states], final)
+        return [(logprobs, replace(s, pending=pending, model=model_state, frames=s.frames + logprobs.shape[0],
+                                   samples=s.samples + len(chunk)))
+                for (logprobs, model_state), s, pending, chunk in zip(stepped, states, pendings, chunks)]
 
     def finish(self, state: StreamState) -> tuple[np.ndarray, StreamState]:
         """End of input: `step` over the tail of silence. Returns its log-probs (T', V) and the last state.
-        A stream that has not yet produced a frame (a few tens of ms of audio) has nothing to flush."""
-        if state.frames == 0:
+        A stream that has not yet heard enough for a frame (a few tens of ms of audio) has nothing to flush."""
+        if state.samples < self.samples_for_frames(1):
             return np.zeros((0, self.model.cfg.vocab_size), np.float32), state
-        return self.step(self.tail, state)
+        return self.step_many([self.tail], [state], final=True)[0]
 
     def stream(self, chunks: Iterable[np.ndarray]) -> Iterator[Step]:
         """The one streaming loop: every chunk through `step`, then `finish`, one `Step` each."""
@@ -123,5 +139,5 @@ class Recognizer:
         wave = np.asarray(wave, dtype=np.float32)
         heard = num_frames(wave.size, self.fbank.cfg) // self.model.cfg.subsampling > 0
         feats = self.fbank(np.concatenate([wave, self.tail]) if heard else wave)
-        logprobs, _ = self.model.step(feats[None], self.model.initial_state(1))
+        logprobs, _ = self.model.step(feats[None], self.model.initial_state(1), final=True)
         return logprobs[0]

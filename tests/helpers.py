@@ -33,7 +33,7 @@ def preset(name: str) -> dict:
 def tiny_encoder(seed: int = 0, **overrides) -> Encoder:
     """A small random encoder in eval mode (dropout off) for exactness tests."""
     torch.manual_seed(seed)
-    cfg = dict(vocab_size=16, d_model=32, n_layers=2, n_heads=4, window=8, dropout=0.0,
+    cfg = dict(vocab_size=16, d_model=48, n_layers=2, n_heads=4, window=8, dropout=0.0,
                subsampling=1, subsampling_kernel=1)
     cfg.update(overrides)
     model = Encoder(EncoderConfig(**cfg)).eval()

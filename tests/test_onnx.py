@@ -37,10 +37,11 @@ def speechlike_feats(model: TorchModel, frames: int, batch: int = 1, seed: int =
 
 
 def run_stream(model, feats: np.ndarray, chunk: int) -> tuple[np.ndarray, object]:
-    """Log-probs of `feats` (B, T, F) fed `chunk` frames at a time; (B, T', V) and the last state."""
+    """Log-probs of `feats` (B, T, F) fed `chunk` frames at a time, the last piece final; (B, T', V) and the
+    last state."""
     state, outs = model.initial_state(feats.shape[0]), []
     for start in range(0, feats.shape[1], chunk):
-        logprobs, state = model.step(feats[:, start:start + chunk], state)
+        logprobs, state = model.step(feats[:, start:start + chunk], state, final=start + chunk >= feats.shape[1])
         outs.append(logprobs)
     return np.concatenate(outs, axis=1), state
 
@@ -138,6 +139,7 @@ def test_int8_stays_close_to_fp32(default_export):
     dict(subsampling=4, frontend="conv2d", frontend_channels=4, conv_kernel=5, window=16),
     dict(subsampling=4, subsampling_kernel=8, window=1, conv_kernel=2),
     dict(subsampling=8, frontend="conv2d", frontend_channels=4, conv_kernel=3, window=8),
+    dict(subsampling=2, frontend="whisper", features="whisper", conv_kernel=3, window=8, chunk=5),  # lookahead
 ])
 def test_every_architecture_exports_exactly(tmp_path, overrides):
     encoder = tiny_encoder(2, **overrides)

@@ -130,7 +130,7 @@ def test_step_many_batches_staggered_streams_exactly(model_path) -> None:
     recognizer = Recognizer.load(model_path)
     calls = []
     step_many = recognizer.model.step_many
-    recognizer.model.step_many = lambda feats, states: calls.append(len(feats)) or step_many(feats, states)
+    recognizer.model.step_many = lambda feats, states, final=False: calls.append(len(feats)) or step_many(feats, states, final)
     rng = np.random.default_rng(0)
     waves = [(0.1 * rng.standard_normal(8000 * 12)).astype(np.float32) for _ in range(6)]
     alone = [recognizer.initial_state() for _ in waves]
@@ -147,7 +147,7 @@ def test_step_many_batches_staggered_streams_exactly(model_path) -> None:
             sent[i] += chunk.size
             recognizer.model.step_many = step_many  # the reference: each stream alone (`Encoder.step`)
             expected, alone[i] = recognizer.step(chunk, alone[i])
-            recognizer.model.step_many = lambda feats, states: calls.append(len(feats)) or step_many(feats, states)
+            recognizer.model.step_many = lambda feats, states, final=False: calls.append(len(feats)) or step_many(feats, states, final)
             together[i] = state
             assert logprobs.shape == expected.shape
             np.testing.assert_allclose(logprobs, expected, atol=1e-5)

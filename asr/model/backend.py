@@ -38,10 +38,11 @@ class AcousticModel(Protocol):
     def initial_state(self, batch: int = 1) -> Any:
         """The state of `batch` new streams."""
 
-    def step(self, feats: np.ndarray, state: Any) -> tuple[np.ndarray, Any]:
-        """Log-mel frames (B, T, F) float32 -> log-probs (B, T', V) float32 and the next state."""
+    def step(self, feats: np.ndarray, state: Any, final: bool = False) -> tuple[np.ndarray, Any]:
+        """Log-mel frames (B, T, F) float32 -> log-probs (B, T', V) float32 and the next state; `final`: the
+        streams end here (a model with lookahead inside the chunk then computes its last, partial chunk)."""
 
-    def step_many(self, feats: list[np.ndarray], states: list[Any]) -> list[tuple[np.ndarray, Any]]:
+    def step_many(self, feats: list[np.ndarray], states: list[Any], final: bool = False) -> list[tuple[np.ndarray, Any]]:
         """Independent streams in one call: log-mel (T_i, F) and a batch-1 state each -> (log-probs
         (T_i', V), next state) each, equal to `step` on each alone (to float rounding)."""
 

@@ -16,10 +16,14 @@ class EncoderConfig:
     ff_mult: int = 4
     dropout: float = 0.1
     subsampling: int = 4  # S: encoder frame = S x 10 ms (1, 2, 4 or 8)
-    frontend: str = "conv1d"  # conv1d: one strided Conv1d; conv2d: narrow Conv2d layers (S=8: x4, pairs merged)
+    frontend: str = "conv1d"  # conv1d: one strided Conv1d; conv2d: narrow Conv2d layers (S=8: x4, pairs merged);
+    #                           whisper: Whisper's two Conv1d (kernel 3, the second of stride 2), causal (S=2)
     subsampling_kernel: int = 8  # conv1d: feature frames each encoder frame looks at (>= S)
     frontend_channels: int = 32  # conv2d: channels of each Conv2d layer (keep it narrow on CPUs)
     conv_kernel: int = 0  # causal depthwise conv module in each block over this many frames (0: none)
+    features: str = "fbank"  # the feature front end the model was trained on (asr.features: fbank | whisper)
+    chunk: int = 0  # lookahead inside the chunk: a frame also sees the rest of its chunk of this many encoder
+    #                 frames (chunks counted from the stream's start; 0: strictly causal)
 
     def validate(self) -> "EncoderConfig":
         """Raise ValueError naming the first bad value."""
@@ -29,8 +33,14 @@ class EncoderConfig:
             raise ValueError(f"window={self.window} must be >= 1 (or null for full attention)")
         if self.subsampling not in (1, 2, 4, 8):
             raise ValueError(f"subsampling={self.subsampling} must be 1, 2, 4 or 8")
-        if self.frontend not in ("conv1d", "conv2d"):
-            raise ValueError(f"frontend={self.frontend!r} must be conv1d or conv2d")
+        if self.frontend not in ("conv1d", "conv2d", "whisper"):
+            raise ValueError(f"frontend={self.frontend!r} must be conv1d, conv2d or whisper")
+        if self.frontend == "whisper" and self.subsampling != 2:
+            raise ValueError(f"frontend=whisper subsamples by 2, not subsampling={self.subsampling}")
+        if self.features not in ("fbank", "whisper"):
+            raise ValueError(f"features={self.features!r} must be fbank or whisper")
+        if self.chunk < 0 or (self.chunk and (self.window is None or self.chunk > self.window)):
+            raise ValueError(f"chunk={self.chunk} must be 0 (no lookahead) or between 1 and the window ({self.window})")
         if self.frontend == "conv1d" and self.subsampling_kernel < self.subsampling:
             raise ValueError(f"subsampling_kernel={self.subsampling_kernel} must be >= subsampling={self.subsampling}")
         if self.conv_kernel < 0:
@@ -43,3 +53,9 @@ class EncoderConfig:
 def frames_out(frames: int, kernel: int, stride: int) -> int:
     """Encoder frames that `frames` feature frames (the subsampling's left padding included) complete."""
     return (frames - kernel) // stride + 1 if frames >= kernel else 0
+
+
+def ready_frames(frames: int, chunk: int, final: bool) -> int:
+    """Of `frames` encoder frames a step could compute, those it does: all of them without lookahead or at
+    the end of the stream (`final`), else whole chunks only (the rest wait for their chunk to fill)."""
+    return frames if final or not chunk else frames - frames % chunk

@@ -3,8 +3,10 @@
 Two entry points share every weight and every line of arithmetic:
   forward(feats, lengths)        whole utterances (training, tests), (B, T, F) -> (B, T/S, V)
   step(feats_chunk, state)       one chunk of a stream, returns the new state explicitly
-Feeding a stream to `step` in chunks of any size gives the log-probs `forward` gives on the
-whole stream (to float rounding), while the state stays bounded by the attention window.
+Feeding a stream to `step` in chunks of any size (the last with final=True) gives the log-probs
+`forward` gives on the whole stream (to float rounding), while the state stays bounded by the
+attention window. A model with lookahead inside the chunk (cfg.chunk) computes whole chunks only:
+the frames of a chunk still filling wait in the state until it fills or the stream ends.
 Shapes: B batch, T frames (10 ms), S subsampling factor, D width, H heads, V vocabulary.
 """
 from __future__ import annotations
@@ -16,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from asr.model.attention import SelfAttention, Span, carried_rows, take_rows
-from asr.model.config import EncoderConfig, frames_out
+from asr.model.config import EncoderConfig, frames_out, ready_frames
 
 
 class GlobalCMVN(nn.Module):
@@ -39,7 +41,7 @@ class GlobalCMVN(nn.Module):
 class EncoderState:
     """Everything `Encoder.step` carries from one chunk to the next; its size is bounded by W."""
 
-    frames: Tensor  # (B, P, F) normalised frames not yet consumed by the subsampling (P < kernel)
+    frames: Tensor  # (B, P, F) normalised frames not yet consumed (P < kernel + chunk x S)
     invalid: Tensor  # (B,) leading cache slots of each row that hold no frame yet (start of its stream)
     keys: list[Tensor] = field(default_factory=list)  # per layer (B, H, W-1, D/H)
     values: list[Tensor] = field(default_factory=list)
@@ -77,12 +79,20 @@ class CausalSubsampling(nn.Module):
             the stack stops at 4 and a Linear merges each pair of its 40 ms frames (2D -> D, starting
             as their mean): a 40 ms model's front end and blocks carry over unchanged (init_body_from),
             and the whole is one strided operator over 11 frames.
+    whisper: Whisper's front end made causal: Conv1d over 3 frames, GELU, Conv1d over 3 of those with
+            stride 2, GELU (no projection: Whisper's blocks read the convolutions' output). One strided
+            operator over 5 frames.
     """
 
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
-        self.stride, self.two_d = cfg.subsampling, cfg.frontend == "conv2d"
-        if self.two_d:
+        self.stride, self.two_d, self.whisper = cfg.subsampling, cfg.frontend == "conv2d", cfg.frontend == "whisper"
+        if self.whisper:
+            self.kernel = 5
+            self.conv1 = nn.Conv1d(cfg.n_mels, cfg.d_model, 3)
+            self.conv2 = nn.Conv1d(cfg.d_model, cfg.d_model, 3, stride=2)
+            self.width = cfg.d_model
+        elif self.two_d:
             stack = min(cfg.subsampling, 4)  # the Conv2d layers' stride; beyond it, frames are merged in pairs
             self.pairs = cfg.subsampling > stack
             self.kernel = 2 * stack - 1 + (stack if self.pairs else 0)
@@ -101,6 +111,8 @@ class CausalSubsampling(nn.Module):
             self.kernel = cfg.subsampling_kernel
             self.conv = nn.Conv1d(cfg.n_mels, cfg.d_model, self.kernel, stride=self.stride)
             self.proj = nn.Linear(cfg.d_model, cfg.d_model)
+        if not self.whisper:
+            self.width = self.proj.out_features
 
     @property
     def left_context(self) -> int:
@@ -113,7 +125,10 @@ class CausalSubsampling(nn.Module):
     def forward(self, frames: Tensor) -> Tensor:
         """(B, T, F), already left-padded by `left_context` -> (B, (T - kernel) // S + 1, D)."""
         if frames.shape[1] < self.kernel:
-            return frames.new_zeros(frames.shape[0], 0, self.proj.out_features)
+            return frames.new_zeros(frames.shape[0], 0, self.width)
+        if self.whisper:
+            x = F.gelu(self.conv2(F.gelu(self.conv1(frames.transpose(1, 2)))))  # (B, D, T')
+            return x.transpose(1, 2)
         if not self.two_d:
             return self.proj(F.gelu(self.conv(frames.transpose(1, 2)).transpose(1, 2)))  # (B, T', D)
         x = self.proj(self.convs(frames[:, None]).transpose(1, 2).flatten(2))  # (B, C, T', F') -> (B, T', D)
@@ -155,7 +170,7 @@ class Block(nn.Module):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.attn_norm = nn.LayerNorm(cfg.d_model)
-        self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.window, cfg.max_distance)
+        self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.window, cfg.max_distance, cfg.chunk)
         self.conv = CausalConv(cfg.d_model, cfg.conv_kernel) if cfg.conv_kernel else None
         self.ff_norm = nn.LayerNorm(cfg.d_model)
         self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.ff_mult * cfg.d_model), nn.GELU(),
@@ -196,7 +211,7 @@ class Encoder(nn.Module):
         if lengths is None:
             lengths = torch.full((feats.shape[0],), feats.shape[1], device=feats.device)
         state = self.initial_state(feats.shape[0], feats.device, cache_slots=0)  # nothing to attend before t=0
-        logprobs, _ = self.step(feats, state)
+        logprobs, _ = self.step(feats, state, final=True)
         return logprobs, self.output_lengths(lengths)
 
     def initial_state(self, batch: int = 1, device: torch.device | str = "cpu",
@@ -213,19 +228,22 @@ class Encoder(nn.Module):
                             invalid=torch.full((batch,), slots, dtype=torch.long, device=device),
                             keys=[empty] * cfg.n_layers, values=[empty] * cfg.n_layers, convs=convs)
 
-    def step(self, feats: Tensor, state: EncoderState) -> tuple[Tensor, EncoderState]:
-        """One chunk of any length: log-mel (B, C, F) -> new CTC log-probs (B, C', V) and the next state."""
+    def step(self, feats: Tensor, state: EncoderState, final: bool = False) -> tuple[Tensor, EncoderState]:
+        """One chunk of any length: log-mel (B, C, F) -> new CTC log-probs (B, C', V) and the next state;
+        `final`: the stream ends here (a lookahead model computes its last, partial chunk)."""
         frames = torch.cat([state.frames, self.cmvn(feats)], dim=1)
         x = self.subsampling(frames)  # (B, C', D)
+        x = x[:, :ready_frames(x.shape[1], self.cfg.chunk, final)]
         logprobs, state = self._blocks(x, state)
         return logprobs, replace(state, frames=frames[:, x.shape[1] * self.subsampling.stride:])
 
-    def step_rows(self, feats: list[Tensor], states: list[EncoderState]) -> list[tuple[Tensor, EncoderState]]:
+    def step_rows(self, feats: list[Tensor], states: list[EncoderState],
+                  final: bool = False) -> list[tuple[Tensor, EncoderState]]:
         """Independent streams in one pass, each with a chunk of its own length: log-mel (1, T_i, F) and
         a batch-1 state per stream -> (log-probs (1, T_i', V), next state) per stream, equal to `step`
         on each alone (to float rounding), through one `step_padded`. Streaming states only."""
         frames = [torch.cat([s.frames[0], self.cmvn(f[0])]) for f, s in zip(feats, states)]  # (P_i + T_i, F)
-        ends = torch.tensor([self.subsampling.frames_out(f.shape[0]) for f in frames])
+        ends = torch.tensor([ready_frames(self.subsampling.frames_out(f.shape[0]), self.cfg.chunk, final) for f in frames])
         joined = EncoderState.cat(states, frames=states[0].frames)  # the leftovers travel in `frames`
         logprobs, joined = self.step_padded(torch.nn.utils.rnn.pad_sequence(frames, batch_first=True), ends, joined)
         stride = self.subsampling.stride
@@ -271,6 +289,7 @@ class Encoder(nn.Module):
         state = self.initial_state(feats.shape[0], feats.device)
         outputs = []
         for start in range(0, feats.shape[1], chunk_frames):
-            logprobs, state = self.step(feats[:, start:start + chunk_frames], state)
+            logprobs, state = self.step(feats[:, start:start + chunk_frames], state,
+                                        final=start + chunk_frames >= feats.shape[1])
             outputs.append(logprobs)
         return torch.cat(outputs, dim=1) if outputs else feats.new_zeros(feats.shape[0], 0, self.cfg.vocab_size)

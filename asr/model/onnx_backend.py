@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from asr.model.backend import ModelError
-from asr.model.config import EncoderConfig, frames_out
+from asr.model.config import EncoderConfig, frames_out, ready_frames
 from asr.pretrained import bundled
 from asr.tokenizer import Tokenizer
 
@@ -53,19 +53,22 @@ class OnnxModel:
                 state[name] = np.zeros([batch] + self.shapes[name][1:], dtype=np.float32)
         return state
 
-    def step(self, feats: np.ndarray, state: OnnxState) -> tuple[np.ndarray, OnnxState]:
+    def step(self, feats: np.ndarray, state: OnnxState, final: bool = False) -> tuple[np.ndarray, OnnxState]:
         """Log-mel (B, T, F) float32, any T >= 0 -> log-probs (B, T', V) float32 and the next state."""
         states = [state] if feats.shape[0] == 1 else self.split_states(state)
-        rows = self.step_many(list(feats), states)
+        rows = self.step_many(list(feats), states, final)
         return (np.stack([logprobs for logprobs, _ in rows]),
                 rows[0][1] if len(rows) == 1 else self.stack_states([row for _, row in rows]))
 
-    def step_many(self, feats: list[np.ndarray], states: list[OnnxState]) -> list[tuple[np.ndarray, OnnxState]]:
+    def step_many(self, feats: list[np.ndarray], states: list[OnnxState],
+                  final: bool = False) -> list[tuple[np.ndarray, OnnxState]]:
         """Independent streams (log-mel (T_i, F) and a batch-1 state each) in one graph run: each row's
-        leftover and new frames, normalised here and padded at the end to the longest."""
+        leftover and new frames, normalised here and padded at the end to the longest; `final`: the
+        streams end here (a lookahead model computes its last, partial chunk)."""
         frames = [np.concatenate([s["frames"][0], (np.asarray(f, np.float32) - self.mean) / self.std])
                   for f, s in zip(feats, states)]
-        ends = np.array([frames_out(len(f), self.kernel, self.stride) for f in frames], dtype=np.int64)
+        ends = np.array([ready_frames(frames_out(len(f), self.kernel, self.stride), self.cfg.chunk, final)
+                         for f in frames], dtype=np.int64)
         if not ends.any():  # no row completes an encoder frame: nothing for the graph to do
             return [(np.zeros((0, self.cfg.vocab_size), np.float32), {**s, "frames": f[None]})
                     for f, s in zip(frames, states)]

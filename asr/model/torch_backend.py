@@ -22,17 +22,19 @@ class TorchModel:
         return self.encoder.initial_state(batch)
 
     @torch.inference_mode()
-    def step(self, feats: np.ndarray, state: EncoderState) -> tuple[np.ndarray, EncoderState]:
-        logprobs, state = self.encoder.step(torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32)), state)
+    def step(self, feats: np.ndarray, state: EncoderState, final: bool = False) -> tuple[np.ndarray, EncoderState]:
+        feats = torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32))
+        logprobs, state = self.encoder.step(feats, state, final)
         return logprobs.numpy(), state
 
     @torch.inference_mode()
-    def step_many(self, feats: list[np.ndarray], states: list[EncoderState]) -> list[tuple[np.ndarray, EncoderState]]:
+    def step_many(self, feats: list[np.ndarray], states: list[EncoderState],
+                  final: bool = False) -> list[tuple[np.ndarray, EncoderState]]:
         """Independent streams in one call: their frames padded into one batch (`Encoder.step_rows`)."""
         if self.cfg.window is None or len(feats) == 1:  # full attention: caches differ in length
-            return _grouped_step_many(self, feats, states)
+            return _grouped_step_many(self, feats, states, final)
         rows = self.encoder.step_rows([torch.from_numpy(np.ascontiguousarray(f, dtype=np.float32))[None] for f in feats],
-                                      states)
+                                      states, final)
         return [(logprobs[0].numpy(), state) for logprobs, state in rows]
 
     def batch_key(self, state: EncoderState) -> tuple:
@@ -46,8 +48,8 @@ class TorchModel:
         return [state.row(i) for i in range(state.frames.shape[0])]
 
 
-def _grouped_step_many(model: TorchModel, feats: list[np.ndarray],
-                      states: list[EncoderState]) -> list[tuple[np.ndarray, EncoderState]]:
+def _grouped_step_many(model: TorchModel, feats: list[np.ndarray], states: list[EncoderState],
+                       final: bool = False) -> list[tuple[np.ndarray, EncoderState]]:
     """`step_many` by stacking the streams whose chunks have as many frames and whose states have the
     same `batch_key`: one `step` per such group."""
     results: list[tuple[np.ndarray, EncoderState] | None] = [None] * len(feats)
@@ -57,7 +59,7 @@ def _grouped_step_many(model: TorchModel, feats: list[np.ndarray],
     for rows in groups.values():
         batch = np.stack([feats[i] for i in rows])  # (B, T, F)
         state = states[rows[0]] if len(rows) == 1 else model.stack_states([states[i] for i in rows])
-        logprobs, state = model.step(batch, state)
+        logprobs, state = model.step(batch, state, final)
         row_states = [state] if len(rows) == 1 else model.split_states(state)
         for j, i in enumerate(rows):
             results[i] = (logprobs[j], row_states[j])

@@ -59,6 +59,10 @@ class TrainConfig:
     init_from: str | None = None  # start from this exported model's weights, tokenizer and CMVN
     init_body_from: str | None = None  # or: a new model (this config's shape and tokenizer) taking every tensor
     # of this exported model with the same name and shape (its blocks and CMVN under a new front end or vocabulary)
+    init_chunk: int | None = None  # with init_from: train that model with lookahead inside chunks of this many
+    # encoder frames (model.chunk for a model read from a file; its lookahead biases start at zero)
+    init_from_whisper: str | None = None  # or: Whisper's encoder (tiny.en or base from the `pretrained` extra's
+    # packages, or a CTranslate2 model.bin) under model=whisper_tiny / whisper_base (asr/training/whisper.py)
     seed: int = 0
     threads: int = 2  # torch intra-op threads on CPU
     checkpoint_every_steps: int = 200  # last.ckpt, for resuming

@@ -24,7 +24,7 @@ from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from asr.audio import SAMPLE_RATE, load_audio, resample
-from asr.features import Fbank
+from asr.features import Fbank, FbankConfig
 from asr.manifest import Utterance, read_manifest
 from asr.text import normalize
 from asr.tokenizer import Tokenizer
@@ -76,6 +76,7 @@ class DataConfig:
     variants_dir: str = "data/variants"  # ... here, before fitting (asr/training/variants.py)
     variants_workers: int = 2  # processes that render them
     augment: AugmentConfig = field(default_factory=AugmentConfig)
+    features: str = "fbank"  # the model's feature front end (conf/train.yaml sets it from model.features)
 
 
 def load_sources(sources: list[SourceConfig], max_duration: float = math.inf) -> list[Utterance]:
@@ -216,9 +217,9 @@ class SpeechDataset(Dataset):
     """Utterance i -> (log-mel (T, F), token ids (U,))."""
 
     def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, augment: AugmentConfig | None,
-                 cache: bool = False, variants: VariantStore | None = None):
+                 cache: bool = False, variants: VariantStore | None = None, features: str = "fbank"):
         self.utterances, self.tokenizer, self.augment, self.variants = utterances, tokenizer, augment, variants
-        self.fbank = Fbank()
+        self.fbank = Fbank(FbankConfig.of(features))
         self.silent_frame = torch.from_numpy(self.fbank(np.zeros(self.fbank.cfg.win_length, np.float32)))  # (1, F)
         self.cache: dict[tuple[Path, float], Tensor] | None = {} if cache else None
         rooms = augment is not None and augment.room_prob > 0 and variants is None
@@ -366,7 +367,9 @@ class SpeechDataModule(L.LightningDataModule):
     def variant_store(self) -> VariantStore | None:
         """The training set's rendered augmentation variants (None: augment on the fly)."""
         from asr.training.variants import VariantStore  # noqa: PLC0415 (it builds on this module)
-        return VariantStore(self.cfg.variants_dir, self.cfg.variants, self.cfg.augment) if self.cfg.variants else None
+        if not self.cfg.variants:
+            return None
+        return VariantStore(self.cfg.variants_dir, self.cfg.variants, self.cfg.augment, self.cfg.features)
 
     def prepare_data(self) -> None:
         """Render the training set's augmentation variants once (Lightning calls this on one process a node)."""
@@ -375,7 +378,7 @@ class SpeechDataModule(L.LightningDataModule):
 
     def _loader(self, utts: list[Utterance], train: bool) -> DataLoader:
         dataset = SpeechDataset(utts, self.tokenizer, self.cfg.augment if train else None, self.cfg.cache_features,
-                                self.variant_store if train else None)
+                                self.variant_store if train else None, self.cfg.features)
         sampler = BucketBatchSampler([u.duration for u in utts], self.cfg.max_batch_seconds, shuffle=train)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
                           persistent_workers=self.cfg.num_workers > 0)

@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 from asr.training.config import OptimConfig, TrainConfig, register_configs
 from asr.training.module import CTCModule
 from asr.training.data import SpeechDataModule, SpeechDataset, load_sources
+from asr.training.whisper import take_whisper
 from asr.model.config import EncoderConfig
 from asr.model.loader import average_weights, load_model, save_model
 from asr.text import normalize
@@ -39,12 +40,17 @@ def estimate_cmvn(dataset: SpeechDataset, count: int, seed: int) -> tuple[torch.
     return frames.mean(dim=0), frames.std(dim=0)
 
 
-def module_from_model(path: str | Path, optim: OptimConfig, dropout: float) -> CTCModule:
+def module_from_model(path: str | Path, optim: OptimConfig, dropout: float, chunk: int | None = None) -> CTCModule:
     """A module holding an exported model's weights, tokenizer and CMVN (fine-tuning or a resumed run).
-    The architecture comes from the file; dropout, a training choice, from the run's config."""
+    The architecture comes from the file; dropout, a training choice, from the run's config, and so does
+    `chunk` when given: lookahead inside chunks of that many frames (new lookahead biases start at zero)."""
     encoder, tokenizer, _ = load_model(path)
-    module = CTCModule(replace(encoder.cfg, dropout=dropout), optim, tokenizer)
-    module.encoder.load_state_dict(encoder.state_dict())
+    cfg = replace(encoder.cfg, dropout=dropout, chunk=encoder.cfg.chunk if chunk is None else chunk)
+    module = CTCModule(cfg.validate(), optim, tokenizer)
+    missing, _ = module.encoder.load_state_dict(encoder.state_dict(), strict=False)
+    unexpected_missing = [name for name in missing if not name.endswith("attn.ahead_bias")]
+    if unexpected_missing:
+        raise ValueError(f"{path}: no weights for {', '.join(unexpected_missing)}")
     return module
 
 
@@ -58,8 +64,11 @@ def new_module(cfg: TrainConfig, train_utts: list, body: str | None = None) -> C
                                  "vocab_size": tokenizer.vocab_size})
     module = CTCModule(model_cfg, cfg.optim, tokenizer)
     taken = take_matching(module.encoder, body) if body else set()
+    if cfg.init_from_whisper:
+        taken |= take_whisper(module.encoder, cfg.init_from_whisper)
     if "cmvn.mean" not in taken:
-        mean, std = estimate_cmvn(SpeechDataset(train_utts, tokenizer, None), cfg.cmvn_utterances, cfg.seed)
+        dataset = SpeechDataset(train_utts, tokenizer, None, features=model_cfg.features)
+        mean, std = estimate_cmvn(dataset, cfg.cmvn_utterances, cfg.seed)
         module.encoder.cmvn.set_stats(mean, std)
     return module
 
@@ -91,10 +100,11 @@ def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeou
                 raise TimeoutError(f"rank 0 did not write {initial} within {timeout:.0f} s")
             time.sleep(1.0)
         return module_from_model(initial, cfg.optim, cfg.model.dropout)
-    if cfg.init_from and cfg.init_body_from:
-        raise ValueError("give init_from (the whole model) or init_body_from (its matching tensors), not both")
+    if sum(map(bool, (cfg.init_from, cfg.init_body_from, cfg.init_from_whisper))) > 1:
+        raise ValueError("give one of init_from (the whole model), init_body_from (its matching tensors) and "
+                         "init_from_whisper (Whisper's encoder)")
     if cfg.init_from:
-        module = module_from_model(cfg.init_from, cfg.optim, cfg.model.dropout)
+        module = module_from_model(cfg.init_from, cfg.optim, cfg.model.dropout, cfg.init_chunk)
     else:
         module = new_module(cfg, load_sources(cfg.data.train, cfg.data.max_duration), body=cfg.init_body_from)
     partial = initial.with_name(f".{initial.stem}.{os.getpid()}{initial.suffix}")

@@ -36,9 +36,11 @@ def _digest(*parts: object) -> str:
 class VariantStore:
     """K rendered variants of each utterance's log-mel (T, F), as files under `root`."""
 
-    def __init__(self, root: str | Path, count: int, augment: AugmentConfig):
-        self.root, self.count, self.augment = Path(root), count, augment
+    def __init__(self, root: str | Path, count: int, augment: AugmentConfig, features: str = "fbank"):
+        self.root, self.count, self.augment, self.features = Path(root), count, augment, features
         wave_config = {k: getattr(augment, k) for k in WAVE_FIELDS}  # a dataclass or Hydra's DictConfig
+        if features != "fbank":  # another front end's frames are other files (fbank's keep their names)
+            wave_config["features"] = features
         self.config_key = _digest(json.dumps(wave_config, sort_keys=True, default=list))[:12]
 
     def path(self, audio: Path, variant: int) -> Path:
@@ -89,7 +91,7 @@ _worker: tuple[VariantStore, SpeechDataset] | None = None
 def _start_worker(store: VariantStore) -> None:
     global _worker
     torch.set_num_threads(1)
-    _worker = store, SpeechDataset([], None, store.augment)  # its feature extractor and room bank
+    _worker = store, SpeechDataset([], None, store.augment, features=store.features)  # its front end and rooms
 
 
 def _render(job: tuple[Path, int]) -> None:

@@ -68,8 +68,10 @@ def build_data(a: argparse.Namespace, period: dict, work: Path) -> None:
 
 def train(a: argparse.Namespace, period: dict, run_dir: Path) -> None:
     """Fit for a.minutes from the period's starting weights (resuming the period's own checkpoint if any)."""
+    start = (f"init_from={period['init_from']}" if period["init_from"]
+             else f"init_from_whisper={period['state_from'].removeprefix('whisper:')}")
     run([sys.executable, "-m", "asr.training", "experiment=voices_continue", f"run_dir={run_dir}",
-         f"data.root={a.data_root}", f"init_from={period['init_from']}",
+         f"data.root={a.data_root}", start,
          f"optim.step_offset={period['step_offset']}", f"optim.rewarm_steps={period['rewarm_steps']}",
          f"stop_after_minutes={a.minutes}", f"data.train.2.manifest={a.synthetic / 'train.jsonl'}",
          f"data.train.3.manifest={period['kokoro_slice']['manifest']}",
@@ -119,6 +121,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--base-hours", type=float, default=3.0, help="hours of the cheaper voices' corpus")
     p.add_argument("--layers", type=int, default=12, help="period 1 only: blocks of the grown shipped model")
     p.add_argument("--jobs", type=int, default=2, help="synthesis and rendering processes")
+    p.add_argument("--start", default="grown", choices=["grown", "whisper:tiny.en", "whisper:base"],
+                   help="period 1's weights: the shipped model grown to --layers blocks, or Whisper's encoder "
+                        "(needs the pretrained extra; give its model and attention in the overrides)")
+    p.add_argument("--fork-from", type=Path, metavar="STATE",
+                   help="a new --state folder starts as a copy of this one (an A/B arm that branches off a run)")
     p.add_argument("--state", type=Path, default=ROOT / "recipes" / "voices" / "state")
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "continue")
     p.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
@@ -152,7 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         wers = score(a, probe_candidate(a.score_run), a.score_run / "scores")
         print(f"continue: {a.score_run}: {json.dumps(wers)}", flush=True)
         return 0
+    if a.fork_from and carry.read_state(a.state) is None:
+        shutil.copytree(a.fork_from, a.state, dirs_exist_ok=True)
+        print(f"continue: {a.state} starts as a copy of {a.fork_from}", flush=True)
     period, origin = carry.current_period(a.work, a.state, a.synthetic, BLEND_SEED_BASE)
+    if period["period"] == 1 and a.start != "grown" and not period["timings"]:
+        period.update(init_from=None, state_from=a.start)
+        origin = f"new run: {a.start}"
     work = a.work / f"p{period['period']:03d}"
     print(f"continue: period {period['period']} ({origin}); phases done: "
           f"{', '.join(period['timings']) or 'none'}", flush=True)
@@ -160,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(period, indent=1))
         return 0
     work.mkdir(parents=True, exist_ok=True)
-    if period["period"] == 1 and not Path(period["init_from"]).exists():
+    if period["period"] == 1 and period["init_from"] and not Path(period["init_from"]).exists():
         carry.grow_default(Path(period["init_from"]), a.layers)
 
     actions = {"data": lambda: build_data(a, period, work),
