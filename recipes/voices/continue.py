@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="period 1's weights: the shipped model grown to --layers blocks, or Whisper's encoder "
                         "(needs the pretrained extra; give its model and attention in the overrides)")
     p.add_argument("--fork-from", type=Path, metavar="STATE",
-                   help="a new --state folder starts as a copy of this one (an A/B arm that branches off a run)")
+                   help="a new --state folder starts from this one's weights and position (an A/B arm that "
+                        "branches off a run; its candidates average its own periods only)")
     p.add_argument("--state", type=Path, default=ROOT / "recipes" / "voices" / "state")
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "continue")
     p.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
@@ -159,9 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         wers = score(a, probe_candidate(a.score_run), a.score_run / "scores")
         print(f"continue: {a.score_run}: {json.dumps(wers)}", flush=True)
         return 0
-    if a.fork_from and carry.read_state(a.state) is None:
-        shutil.copytree(a.fork_from, a.state, dirs_exist_ok=True)
-        print(f"continue: {a.state} starts as a copy of {a.fork_from}", flush=True)
+    if a.fork_from and carry.read_state(a.state) is None:  # its weights and position; the arm's candidates
+        a.state.mkdir(parents=True, exist_ok=True)         # average its own periods only
+        for name in ("state.json", "model.safetensors"):
+            shutil.copyfile(a.fork_from / name, a.state / name)
+        print(f"continue: {a.state} starts from {a.fork_from}'s weights and position", flush=True)
     period, origin = carry.current_period(a.work, a.state, a.synthetic, BLEND_SEED_BASE)
     if period["period"] == 1 and a.start != "grown" and not period["timings"]:
         period.update(init_from=None, state_from=a.start)
