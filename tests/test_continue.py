@@ -117,6 +117,30 @@ def test_a_cut_off_period_resumes_in_its_own_run_folder(tmp_path, cont, capsys):
     assert again == plan and "this machine" in origin
 
 
+def dry_run_plan(capsys) -> dict:
+    """The period plan a --dry-run printed (after its status lines)."""
+    out = capsys.readouterr().out
+    return json.loads(out[out.index("{"):])
+
+
+def test_ab_arms_fork_a_state_or_start_from_whisper(tmp_path, cont, capsys):
+    """--fork-from: an arm's period continues the forked run's weights, step and Kokoro slices; --start
+    whisper:SIZE: period 1 has no starting file and trains from Whisper's encoder."""
+    common = ["--data-root", str(DATA), "--synthetic", str(tmp_path), "--dry-run"]
+    arm = tmp_path / "arm"
+    assert cont.main(["--fork-from", str(ROOT / "recipes/voices/state"), "--state", str(arm), "--work",
+                      str(tmp_path / "w1"), *common]) == 0
+    committed = json.loads((ROOT / "recipes/voices/state/state.json").read_text())
+    plan = dry_run_plan(capsys)
+    assert plan["period"] == committed["period"] + 1 and plan["step_offset"] == committed["steps"]
+    assert plan["kokoro_slice"]["start"] == committed["kokoro_slices"][-1]["end"]
+    assert sorted(p.name for p in arm.iterdir()) == ["model.safetensors", "state.json"]  # no causal candidate
+    assert cont.main(["--start", "whisper:tiny.en", "--state", str(tmp_path / "new"), "--work", str(tmp_path / "w2"),
+                      *common]) == 0
+    plan = dry_run_plan(capsys)
+    assert plan["period"] == 1 and plan["init_from"] is None and plan["state_from"] == "whisper:tiny.en"
+
+
 def test_the_grown_model_computes_what_the_shipped_one_does():
     encoder, _, _ = load_model()
     grown = deepen(encoder, SHIPPED_LAYERS + 3).eval()
