@@ -1,6 +1,7 @@
 """The model's share of a training step: forward, backward and AdamW step on one real batch, per model.
 
     python -m asr.tools.bench_step [--model PATH ...] [--config small medium] [--seconds 40] [--threads 2]
+                                   [--set window=100 chunk=24]
 
 Builds one length-sorted batch of about --seconds of padded audio from --manifest (clean log-mel, as the
 loader would hand it over), then times --steps training steps of each model after --warmup steps and prints
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -58,12 +60,13 @@ def step_seconds(encoder: Encoder, data: dict[str, torch.Tensor], steps: int, wa
     return statistics.median(times)
 
 
-def configs(models: list[str], presets: list[str], vocab: int) -> dict[str, EncoderConfig]:
-    out = {Path(m).name: load_config(m) for m in models}
+def configs(models: list[str], presets: list[str], vocab: int, settings: dict) -> dict[str, EncoderConfig]:
+    """The models' and presets' architectures, each with `settings` (field -> value) applied."""
+    out = {Path(m).name: replace(load_config(m), **settings) for m in models}
     for name in presets:
         fields = OmegaConf.to_container(OmegaConf.load(CONF / f"{name}.yaml"))
-        out[name] = EncoderConfig(**{**fields, "vocab_size": vocab})
-    return out
+        out[name] = EncoderConfig(**{**fields, **settings, "vocab_size": vocab})
+    return {name: cfg.validate() for name, cfg in out.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,12 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+                   help="architecture fields for every model (e.g. window=100 n_heads=6 chunk=24)")
     a = p.parse_args(argv)
+    settings = {k: OmegaConf.create(f"v: {v}")["v"] for k, v in (item.split("=", 1) for item in a.set)}
     torch.set_num_threads(a.threads)
     tokenizer = Tokenizer("char")
     data = batch(a.manifest, a.seconds, tokenizer)
     print(f"batch: {data['feats'].shape[0]} utterances x {data['feats'].shape[1] / 100:.2f} s, {a.threads} threads")
-    for name, cfg in configs(a.model, a.config, tokenizer.vocab_size).items():
+    for name, cfg in configs(a.model, a.config, tokenizer.vocab_size, settings).items():
         cfg.vocab_size = tokenizer.vocab_size
         encoder = Encoder(cfg)
         params = sum(q.numel() for q in encoder.parameters()) / 1e6
