@@ -148,7 +148,10 @@ def load_recognizer(args: argparse.Namespace) -> Recognizer:
         raise ValueError(f"--int8 takes its graph from an ONNX export folder, and {args.model} is a file: "
                          "name the folder with --onnx-dir or --model")
     backend = "onnx" if args.onnx_dir else args.backend  # None: default_backend(the model)
-    return api.load_recognizer(args.onnx_dir or args.model, backend, args.threads, int8)
+    recognizer = api.load_recognizer(args.onnx_dir or args.model, backend, args.threads, int8)
+    if getattr(args, "chunk_ms", None):  # a lookahead model's chunk bounds how often text can come
+        recognizer.check_chunk_ms(args.chunk_ms)
+    return recognizer
 
 
 def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:

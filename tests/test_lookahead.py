@@ -96,3 +96,18 @@ def test_whisper_frontend_needs_its_subsampling_and_chunks_fit_the_window():
         EncoderConfig(frontend="whisper", subsampling=4).validate()
     with pytest.raises(ValueError, match="chunk=60"):
         EncoderConfig(window=50, chunk=60).validate()
+
+
+def test_tools_refuse_a_step_shorter_than_the_models_chunk(tmp_path, capsys):
+    from asr.model.loader import random_model, save_model
+    from asr.stream import main as stream_main
+    from helpers import ROOT
+
+    encoder, tokenizer, _ = random_model(EncoderConfig(d_model=32, n_layers=1, n_heads=2, window=16, chunk=12))
+    save_model(tmp_path / "m.safetensors", encoder, tokenizer)  # 12 frames of 40 ms: 480 ms chunks
+    example = str(ROOT / "asr/examples/synthetic_slt.flac")
+    args = ["--file", example, "--model", str(tmp_path / "m.safetensors"), "--greedy", "--plain"]
+    assert stream_main([*args, "--chunk-ms", "200"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "looks ahead inside chunks of 480 ms" in err
+    assert stream_main([*args, "--chunk-ms", "500", "--json"]) == 0
