@@ -35,15 +35,16 @@ Audio = str | Path | np.ndarray
 
 
 def load_recognizer(model: str | Path | None = None, backend: str | None = None, threads: int = 1,
-                    int8: bool = False) -> Recognizer:
+                    int8: bool = False, device: str | None = None) -> Recognizer:
     """The acoustic model: a .safetensors file (torch) or an exported ONNX folder, else the bundled one
-    (on onnx where onnxruntime is installed). `int8`: the ONNX export's int8 graph. Raises ModelError,
-    or ValueError for options that do not go together."""
+    (on onnx where onnxruntime is installed). `int8`: the ONNX export's int8 graph; `device`: cpu, cuda,
+    cuda:N or auto (a GPU needs torch: `asr.model.device`). Raises ModelError, or ValueError (DeviceError
+    among them) for options that do not go together."""
     if int8 and backend == "torch":
         raise ValueError("int8 is a graph of the ONNX export: it needs the onnx backend, not torch")
     if int8 and model and (Path(model).is_file() or Path(model).suffix == ".safetensors"):
         raise ValueError(f"the int8 graph comes from an ONNX export folder, and {model} is a file")
-    return Recognizer.load(model, "onnx" if int8 else backend, threads, int8=int8)
+    return Recognizer.load(model, "onnx" if int8 else backend, threads, int8=int8, device=device)
 
 
 def is_bundled(model: str | Path | None) -> bool:
@@ -100,10 +101,11 @@ def load(model: str | Path | None = None, *, backend: str | None = None, int8: b
          greedy: bool = False, beam: bool = False, lm: str | Path | None = None,
          beam_config: BeamConfig | None = None, hotwords: str | Path | Sequence[str] | None = None,
          hotword_min_confidence: float = 0.0, restore: bool = True, restorer: str | Path | None = None,
-         written: bool = True, endpoint: EndpointConfig | None = None) -> "Transcriber":
-    """A model ready to transcribe: `model` as in `load_recognizer` (None: the bundled one), the decoding
-    as in `load_decoder`, and where segments end (`endpoint`, `asr.endpoint.EndpointConfig`)."""
-    recognizer = load_recognizer(model, backend, threads, int8)
+         written: bool = True, endpoint: EndpointConfig | None = None,
+         device: str | None = None) -> "Transcriber":
+    """A model ready to transcribe: `model` and `device` as in `load_recognizer` (None: the bundled one, on the
+    CPU), the decoding as in `load_decoder`, and where segments end (`endpoint`, `asr.endpoint.EndpointConfig`)."""
+    recognizer = load_recognizer(model, backend, threads, int8, device)
     decoder = load_decoder(recognizer, is_bundled(model), greedy, beam, lm, beam_config, hotwords, restore, restorer,
                            hotword_min_confidence, written)
     return Transcriber(recognizer, decoder, (endpoint or EndpointConfig()).validate())

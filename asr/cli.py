@@ -10,15 +10,19 @@ import functools
 import os
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from asr import api
 from asr.api import chunk_samples  # noqa: F401  (the tools' --chunk-ms in samples)
+from asr.audio import AudioError
+from asr.batch import DEFAULT_BATCH_SECONDS, transcribe_batched
 from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import DEFAULT_BOOST
 from asr.endpoint import EndpointConfig
 from asr.model.backend import BACKENDS
+from asr.outputs import Transcript
+from asr.parallel import transcribe_in_processes
 from asr.recognizer import Recognizer
 
 
@@ -60,8 +64,9 @@ def new_parser(module: str, doc: str | None) -> argparse.ArgumentParser:
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def add_model_args(parser: argparse.ArgumentParser) -> None:
-    """--model, --backend, --onnx-dir, --int8, --threads."""
+def add_model_args(parser: argparse.ArgumentParser, device: bool = True) -> None:
+    """--model, --backend, --onnx-dir, --int8, --threads, and (unless `device` is False: asr.stream, whose
+    --device is the microphone) --device."""
     parser.add_argument("--model", help="model file (.safetensors; with --backend onnx an exported folder); "
                                         "default: the bundled model")
     parser.add_argument("--backend", choices=BACKENDS, default=None,
@@ -76,6 +81,12 @@ def add_model_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=positive_int, default=1,
                         help="CPU threads for the acoustic model (default 1: a 500 ms chunk is too small to "
                              "gain from more, and more fight other work on a busy machine)")
+    if not device:
+        return
+    parser.add_argument("--device", default=None, metavar="cpu|cuda|cuda:N|auto",
+                        help="where the acoustic model runs (torch backend; a GPU with the bundled model picks "
+                             "torch): auto takes a CUDA GPU where torch sees one; the decoding stays on the CPU "
+                             "(default cpu)")
 
 
 def add_manifest_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
@@ -89,6 +100,31 @@ def add_manifest_args(parser: argparse.ArgumentParser, required: bool = True) ->
 def add_chunk_ms(parser: argparse.ArgumentParser, default: float, help: str) -> None:
     """Add --chunk-ms (milliseconds of audio per recognizer step, > 0)."""
     parser.add_argument("--chunk-ms", type=positive_float, default=default, help=help)
+
+
+def add_batch_seconds(parser: argparse.ArgumentParser) -> None:
+    """--batch-seconds: whole files stepped side by side in padded batches (asr.batch); 0 for one file at a time."""
+    parser.add_argument("--batch-seconds", type=_non_negative, default=DEFAULT_BATCH_SECONDS, metavar="S",
+                        help="files sorted by length and stepped side by side, S seconds of audio per encoder call "
+                             f"(same text; default {DEFAULT_BATCH_SECONDS:g}); 0: one file at a time, in --chunk-ms steps")
+
+
+def transcribed(model: api.Transcriber, files: list[Path], args: argparse.Namespace,
+                progress: Callable[[float], None]) -> Iterator[tuple[Path, Transcript | AudioError]]:
+    """(file, its Transcript or AudioError) in input order: batched (`asr.batch.transcribe_batched`), in --jobs
+    processes when there are several (`asr.parallel`), unless --batch-seconds is 0, then one file at a time
+    through the streaming path. `progress`: seconds of audio."""
+    if args.batch_seconds > 0 and getattr(args, "jobs", 1) > 1:
+        yield from transcribe_in_processes(args, files, args.jobs, progress)
+        return
+    if args.batch_seconds > 0:
+        yield from transcribe_batched(model, files, args.batch_seconds, progress)
+        return
+    for path in files:
+        try:
+            yield path, model.transcribe(path, chunk_ms=args.chunk_ms, progress=progress)
+        except AudioError as err:
+            yield path, err
 
 
 def add_decoder_args(parser: argparse.ArgumentParser) -> None:
@@ -148,7 +184,8 @@ def load_recognizer(args: argparse.Namespace) -> Recognizer:
         raise ValueError(f"--int8 takes its graph from an ONNX export folder, and {args.model} is a file: "
                          "name the folder with --onnx-dir or --model")
     backend = "onnx" if args.onnx_dir else args.backend  # None: default_backend(the model)
-    recognizer = api.load_recognizer(args.onnx_dir or args.model, backend, args.threads, int8)
+    recognizer = api.load_recognizer(args.onnx_dir or args.model, backend, args.threads, int8,
+                                     getattr(args, "device", None))
     if getattr(args, "chunk_ms", None):  # a lookahead model's chunk bounds how often text can come
         recognizer.check_chunk_ms(args.chunk_ms)
     return recognizer

@@ -4,7 +4,8 @@
                            [--split NAME] [--report PATH] [--limit N] [--greedy | --lm LM.arpa] [--by-speaker]
 
 References and hypotheses both go through asr.text.normalize before jiwer scores them.
-Offline mode runs the recognizer's whole-utterance forward; --streaming feeds it in chunks
+Offline mode computes the utterances' log-probs in length-sorted padded batches (--batch-seconds S of audio a
+step, asr.batch; 0: each utterance's whole-utterance forward alone); --streaming feeds each in chunks
 and also reports the per-chunk compute latency (model and decoder). Both give the same
 transcripts (the streaming path equals the offline forward). The last line is exactly
 `WER=<pct> CER=<pct> RTF=<float> utts=<n>`.
@@ -29,6 +30,7 @@ import numpy as np
 
 from asr import cli
 from asr.audio import SAMPLE_RATE, AudioError, load_audio, rechunk
+from asr.batch import logprobs_batched
 from asr.decoding.beam import LMError
 from asr.decoding.decoder import Decoder
 from asr.manifest import ManifestError, Utterance, read_manifest
@@ -55,9 +57,36 @@ def recognize(recognizer: Recognizer, wave: np.ndarray, chunk_samples: int | Non
     return decoder.text(search.final()), latencies
 
 
+def evaluate_batched(recognizer: Recognizer, utterances: list[Utterance], decoder: Decoder,
+                     batch_seconds: float) -> tuple[list[UttResult], list[str]]:
+    """The offline mode's text, the utterances' log-probs computed in length-sorted padded batches
+    (`asr.batch.logprobs_batched`): (results, error lines). Each result's compute time is its share, by
+    duration, of the whole run's."""
+    began, heard, errors = time.perf_counter(), [], []
+    for utt, outcome in zip(utterances, logprobs_batched(recognizer, [u.audio for u in utterances], batch_seconds)):
+        if isinstance(outcome[1], AudioError):
+            errors.append(str(outcome[1]))
+            continue
+        logprobs, seconds = outcome[1]
+        heard.append((utt, decoder.text(decoder.decode(logprobs)), seconds))
+    share = (time.perf_counter() - began) / max(sum(seconds for _, _, seconds in heard), 1e-9)
+    return [_scored(utt, hyp, seconds, seconds * share) for utt, hyp, seconds in heard], errors
+
+
+def _scored(utt: Utterance, hyp: str, seconds: float, compute: float) -> UttResult:
+    """One utterance's hypothesis scored against its reference (both normalised)."""
+    ref, hyp = normalize(utt.text), normalize(hyp)
+    words, chars, alignment = score(ref, hyp)
+    return UttResult(str(utt.audio), ref, hyp, seconds, compute, words, chars, alignment, utt.speaker)
+
+
 def evaluate(recognizer: Recognizer, utterances: list[Utterance], chunk_samples: int | None,
-             decoder: Decoder) -> tuple[list[UttResult], list[float], list[str]]:
-    """Recognise and score each utterance: (results, chunk latencies in ms, error lines)."""
+             decoder: Decoder, batch_seconds: float = 0.0) -> tuple[list[UttResult], list[float], list[str]]:
+    """Recognise and score each utterance: (results, chunk latencies in ms, error lines). Offline
+    (`chunk_samples` None) with `batch_seconds` > 0: in padded batches (`evaluate_batched`), the same text."""
+    if chunk_samples is None and batch_seconds > 0:
+        results, errors = evaluate_batched(recognizer, utterances, decoder, batch_seconds)
+        return results, [], errors
     results, latencies, errors = [], [], []
     for utt in utterances:
         try:
@@ -69,10 +98,7 @@ def evaluate(recognizer: Recognizer, utterances: list[Utterance], chunk_samples:
         hyp, chunk_ms = recognize(recognizer, wave, chunk_samples, decoder)
         compute = time.perf_counter() - began
         latencies.extend(chunk_ms)
-        ref, hyp = normalize(utt.text), normalize(hyp)
-        words, chars, alignment = score(ref, hyp)
-        results.append(UttResult(str(utt.audio), ref, hyp, wave.size / SAMPLE_RATE, compute, words, chars,
-                                 alignment, utt.speaker))
+        results.append(_scored(utt, hyp, wave.size / SAMPLE_RATE, compute))
     return results, latencies, errors
 
 
@@ -110,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_manifest_args(parser, required=False)
     parser.add_argument("--streaming", action="store_true", help="feed the audio in chunks of --chunk-ms")
     cli.add_chunk_ms(parser, 500.0, "streaming chunk in ms (default 500)")
+    cli.add_batch_seconds(parser)
     parser.add_argument("--report", type=Path, help="write a per-utterance JSON report with alignments here")
     parser.add_argument("--by-speaker", action="store_true",
                         help="also print WER and CER per manifest speaker, worst first")
@@ -131,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(restorer))
         return 0
     chunk_samples = cli.chunk_samples(args.chunk_ms) if args.streaming else None
-    results, latencies, errors = evaluate(recognizer, utterances, chunk_samples, decoder)
+    results, latencies, errors = evaluate(recognizer, utterances, chunk_samples, decoder, args.batch_seconds)
     for error in errors:
         cli.error("evaluate", error)
     if not results:

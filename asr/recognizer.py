@@ -59,10 +59,11 @@ class Recognizer:
 
     @classmethod
     def load(cls, path: str | Path | None = None, backend: str | None = None, threads: int = 1,
-             int8: bool = False) -> "Recognizer":
+             int8: bool = False, device: str | None = None) -> "Recognizer":
         """The model at `path` (torch: a .safetensors file; onnx: an exported folder), else the bundled one;
-        `backend` None: `asr.model.backend.default_backend(path)`; `int8`: the export's int8 graph (onnx)."""
-        return cls(*load_backend(path, backend, threads, int8))
+        `backend` None: `asr.model.backend.default_backend(path)`; `int8`: the export's int8 graph (onnx);
+        `device`: cpu, cuda, cuda:N or auto (`asr.model.device`)."""
+        return cls(*load_backend(path, backend, threads, int8, device))
 
     @property
     def frame_seconds(self) -> float:

@@ -1,7 +1,7 @@
 """Serve the recognizer over WebSocket, with a page that transcribes the microphone live.
 
     python -m asr.serve [--host 127.0.0.1] [--port 8765] [--workers N] [--model PATH] [--greedy]
-                        [--max-streams N] [--token SECRET] [--log-json]
+                        [--max-streams N] [--token SECRET] [--log-json] [--wyoming tcp://HOST:PORT]
 
 Open http://HOST:PORT/ in a browser, or stream from any client to ws://HOST:PORT/asr: an optional
 first text message {"sample_rate": N}, then binary little-endian int16 mono PCM, then {"type": "end"}.
@@ -10,6 +10,8 @@ finals at endpoints) and closes with 1000 after the last final. The live streams
 its model: their ready chunks go through the encoder as one batch. --workers N (default: one per core)
 runs N such processes behind the one port; a port that another process already serves is refused. GET
 /healthz answers 200 once the model is loaded (503 while stopping), GET /metrics the Prometheus metrics.
+POST /v1/audio/transcriptions transcribes a whole file as OpenAI's endpoint does (asr.server.openai_api).
+--wyoming tcp://0.0.0.0:10300 also serves Home Assistant's Wyoming protocol on that port (asr.server.wyoming).
 SIGTERM (or Ctrl-C) stops accepting, ends every open stream with its final(s) (close code 1001), then
 exits 0.
 """
@@ -20,11 +22,13 @@ import asyncio
 import logging
 import os
 import sys
+from contextlib import ExitStack
+from dataclasses import replace
 
 from asr import cli
-from asr.server import logs
+from asr.server import logs, wyoming
 from asr.server.engine import BATCH_WAIT_MS
-from asr.server.supervisor import StartError, Supervisor, claim_port
+from asr.server.supervisor import StartError, Supervisor, claim_port, hold_port
 from asr.server.worker import LOAD_ERRORS, build_app, serve
 
 log = logging.getLogger("asr.serve")
@@ -38,6 +42,22 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def _wyoming_uri(text: str) -> wyoming.Service:
+    try:
+        return wyoming.parse_uri(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _hold_wyoming(args: argparse.Namespace, held: ExitStack) -> wyoming.Service:
+    """Claim --wyoming's port as --port's is claimed, and hold it (bound with SO_REUSEPORT, not listening) while the
+    command runs, so that port 0 becomes a free port that every worker then shares: the service, with that port."""
+    service = args.wyoming
+    held.enter_context(claim_port(service.host, service.port))
+    port = held.enter_context(hold_port(service.host, service.port)).getsockname()[1]
+    return replace(service, port=port, model=wyoming.model_name(args.model, args.onnx_dir, args.int8))
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = cli.new_parser("asr.serve", __doc__)
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
@@ -47,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="require this secret (?token= or 'Authorization: Bearer'); default $ASR_SERVE_TOKEN")
     parser.add_argument("--idle-timeout", type=float, default=30.0, help="close a stream silent this many seconds")
     parser.add_argument("--max-message", type=int, default=256 * 1024, help="largest audio message in bytes")
+    parser.add_argument("--max-upload", type=float, default=25.0, metavar="MB",
+                        help="largest file of POST /v1/audio/transcriptions in MB (default 25); more is refused with 413")
     parser.add_argument("--max-batch", type=int, default=64, help="most chunks in one encoder pass")
     parser.add_argument("--batch-wait", type=float, default=BATCH_WAIT_MS, metavar="MS",
                         help=f"longest a chunk waits for others to share its encoder pass, in ms (default "
@@ -55,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="serving processes behind the port, each with its own model (default: the number of "
                              f"cores, {cores()} here)")
     parser.add_argument("--log-json", action="store_true", help="log one JSON object per line on stderr")
+    parser.add_argument("--wyoming", type=_wyoming_uri, metavar="tcp://HOST:PORT",
+                        help="also serve the Wyoming protocol (Home Assistant, Rhasspy) on this address, such as "
+                             "tcp://0.0.0.0:10300; it has no authentication")
     cli.add_model_args(parser)
     cli.add_decoder_args(parser)
     cli.add_endpoint_args(parser)
@@ -71,10 +96,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--port must be <= 65535 (got {args.port})")
     if not args.batch_wait >= 0:
         parser.error(f"--batch-wait must be >= 0 ms (got {args.batch_wait:g})")
+    if not args.max_upload > 0:
+        parser.error(f"--max-upload must be > 0 MB (got {args.max_upload:g})")
     if args.idle_timeout <= 0:
         parser.error(f"--idle-timeout must be > 0 (got {args.idle_timeout})")
     if args.token is not None and not args.token:
         parser.error("--token must not be empty")
+    if args.wyoming is not None and args.wyoming.port == args.port != 0:
+        parser.error(f"--wyoming needs a port of its own, not --port's ({args.port})")
     logs.setup(args.log_json)
 
     def listening(port: int) -> None:
@@ -82,15 +111,25 @@ def main(argv: list[str] | None = None) -> int:
                  extra={"workers": args.workers} if args.workers > 1 else {})
         if args.host not in ("127.0.0.1", "localhost", "::1") and args.token is None:
             log.warning("listening beyond this machine without --token: anyone who can reach the port can use it")
+        if args.wyoming is not None:
+            log.info(f"Wyoming on {args.wyoming.uri} (model {args.wyoming.model})")
+            if args.wyoming.host not in ("127.0.0.1", "localhost", "::1"):
+                log.warning("Wyoming has no authentication: anyone who can reach its port can use it")
     try:
-        with claim_port(args.host, args.port):  # whatever the workers: a port already served is refused here
+        with claim_port(args.host, args.port), ExitStack() as held:  # whatever the workers: a served port is refused
+            if args.wyoming is not None:
+                try:
+                    args.wyoming = _hold_wyoming(args, held)
+                except OSError as err:
+                    cli.error("serve", f"cannot listen for Wyoming on {args.wyoming.uri}: {err.strerror or err}")
+                    return 1
             if args.workers == 1:
                 try:
                     app = build_app(args)
                 except LOAD_ERRORS as err:
                     cli.error("serve", err)
                     return 1
-                return 0 if asyncio.run(serve(app, args.host, args.port, False, listening)) else 1
+                return 0 if asyncio.run(serve(app, args.host, args.port, False, listening, args.wyoming)) else 1
             try:
                 cli.endpoint_config(args).validate()
                 return Supervisor(args, args.workers).run(listening)

@@ -75,8 +75,8 @@ def _parser() -> argparse.ArgumentParser:
                                         "decoded as it arrives)")
     source.add_argument("--mic", action="store_true", help="live input (16 kHz mono int16 via PortAudio)")
     source.add_argument("--list-devices", action="store_true", help="list audio devices and exit")
-    parser.add_argument("--device", help="input device number or name (default: the system default)")
-    cli.add_model_args(parser)
+    parser.add_argument("--device", dest="mic_device", metavar="N|NAME", help="input device number or name (default: the system default)")
+    cli.add_model_args(parser, device=False)  # --device is the microphone's here: the model runs on the CPU
     cli.add_chunk_ms(parser, 500.0, "audio per step in ms (default 500)")
     parser.add_argument("--json", action="store_true", help="one JSON object per emission")
     parser.add_argument("--realtime", action="store_true", help="with --file: release each chunk when a "
@@ -141,7 +141,7 @@ def _run_mic(args: argparse.Namespace, show: Callable[[Iterable[np.ndarray]], No
     """Live input until Ctrl-C (or --max-seconds); the open segment is closed on the way out."""
     from asr import microphone
     try:
-        mic = microphone.Microphone(args.device, max_seconds=args.max_seconds)
+        mic = microphone.Microphone(args.mic_device, max_seconds=args.max_seconds)
         with mic:
             print(f"asr.stream: listening on {mic.name} (16 kHz mono); Ctrl-C to stop", file=sys.stderr)
             previous = signal.signal(signal.SIGINT, lambda *_: mic.stop())

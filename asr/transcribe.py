@@ -10,6 +10,7 @@ block-wise exactly (asr.audio.read_blocks), so an hour-long file needs little me
 Without --output-dir the results go to stdout (txt: the text alone for one file, FILE<TAB>TEXT
 lines for several; json: one object a line). A failed file gives one error line on stderr;
 the others are still transcribed, a summary names the failures and the exit status is 1.
+`--ray [ADDRESS] ... --output-dir DIR` runs the same on a Ray cluster, in resumable shards (asr/distributed.py).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from typing import Iterable
 
 from tqdm import tqdm
 
-from asr import cli
+from asr import cli, distributed
 from asr.audio import AUDIO_SUFFIXES, AudioError, audio_duration
 from asr.decoding.beam import LMError
 from asr.manifest import ManifestError, read_manifest
@@ -86,22 +87,30 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=FORMATS, default="txt", help="output format (default txt)")
     parser.add_argument("--output-dir", type=Path, help="write one FILE.<format> per input here")
     cli.add_chunk_ms(parser, 2000.0, "audio per recognizer step in ms (speed only; default 2000)")
+    cli.add_batch_seconds(parser)
+    parser.add_argument("--jobs", type=cli.positive_int, default=1, metavar="N",
+                        help="batched transcription in N processes, one core each (asr.parallel; default 1)")
     cli.add_decoder_args(parser)
     cli.add_endpoint_args(parser)
+    distributed.add_args(parser)
     return parser
 
 
 @cli.quiet_when_piped_output_closes
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(distributed.address_flag(sys.argv[1:] if argv is None else argv))
     files, errors = expand_inputs(args.inputs)
     for error in errors:
         cli.error("transcribe", error)
     if not files:
         return 1
+    if args.ray is not None:  # the job on a Ray cluster (asr/distributed.py)
+        return 1 if errors else distributed.run(args, files)
     try:
-        model = cli.load_transcriber(args)
+        model = cli.load_transcriber(args)  # in this process too: bad options fail here, in one line
+        if args.jobs > 1 and any(str(f) == "-" for f in files):
+            raise ValueError("--jobs reads files, not standard input ('-'): use one job for it")
         if args.output_dir:
             args.output_dir.mkdir(parents=True, exist_ok=True)
     except (ModelError, LMError, ValueError, OSError) as err:
@@ -111,14 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     show_bar = sys.stderr.isatty() and (total >= PROGRESS_SECONDS or len(files) >= PROGRESS_FILES)
     failed: list[str] = []
     used: set[str] = set()
-    with tqdm(total=round(total, 1), unit="s", disable=not show_bar, leave=False, file=sys.stderr,
-              bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s audio [{elapsed}<{remaining}]") as bar:
-        for path in files:
-            bar.set_description(path.name[-30:])
-            try:
-                result = model.transcribe(path, chunk_ms=args.chunk_ms, progress=bar.update)
-            except AudioError as err:
-                tqdm.write(f"asr.transcribe: error: {err}", file=sys.stderr)
+    with tqdm(total=round(total / 3600, 4), disable=not show_bar, leave=False, file=sys.stderr,
+              bar_format="{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]") as bar:
+        for path, result in cli.transcribed(model, files, args, lambda seconds: bar.update(seconds / 3600)):
+            if isinstance(result, AudioError):
+                tqdm.write(f"asr.transcribe: error: {result}", file=sys.stderr)
                 failed.append(str(path))
                 continue
             text = result.render(args.format)

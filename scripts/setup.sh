@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a fresh machine for asr: system packages, then a virtualenv .venv with the package, the training
-# stack (torch), the ONNX runtime and the test tools.
+# stack (torch), the ONNX runtime, Ray (asr.transcribe --ray) and the test tools.
 # Usage: bash scripts/setup.sh        (Debian/Ubuntu, run as root or with sudo available)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,4 +11,4 @@ $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
     chromium chromium-driver >/dev/null
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e ".[train,onnx,test]"
+.venv/bin/pip install -q -e ".[train,onnx,test,ray]"

@@ -76,12 +76,19 @@ def default_backend(path: str | Path | None = None) -> str:
 
 
 def load_backend(path: str | Path | None = None, backend: str | None = None,
-                 threads: int = 1, int8: bool = False) -> tuple[AcousticModel, Tokenizer, dict]:
+                 threads: int = 1, int8: bool = False, device: str | None = None) -> tuple[AcousticModel, Tokenizer, dict]:
     """(model, tokenizer, info) for a model file (torch: .safetensors; None: the bundled model) or an
     exported folder (onnx); `backend` None: `default_backend(path)`. `threads`: CPU threads for the
-    backend's math; `int8`: the export's int8 graph (onnx only). Only the chosen backend's library is
-    imported: the onnx path never imports torch."""
+    backend's math; `int8`: the export's int8 graph (onnx only); `device`: cpu, cuda, cuda:N or auto
+    (`asr.model.device`: a GPU needs torch; unnamed, a GPU picks torch for the bundled model, and auto takes
+    one where torch sees it). Only the chosen backend's library is imported: the onnx path never imports torch."""
+    from asr.model import device as devices
+
+    if backend is None and path is None and (devices.wants_gpu(device) or (device == "auto" and devices.gpu_visible())):
+        backend = "torch"
     backend = backend or default_backend(path)
+    if backend == "onnx":
+        devices.for_onnx(device)
     if int8 and backend != "onnx":
         raise ValueError("an int8 graph needs the onnx backend")
     if backend == "torch":
@@ -89,7 +96,7 @@ def load_backend(path: str | Path | None = None, backend: str | None = None,
             from asr.model.torch_backend import load_torch
         except ModuleNotFoundError as err:
             raise needs_train_extra("the torch backend", err, ", or use the onnx backend (--backend onnx)") from None
-        return load_torch(path, threads)
+        return load_torch(path, threads, devices.torch_device(device))
     if backend == "onnx":
         from asr.model.onnx_backend import load_onnx
         return load_onnx(path, threads, int8)

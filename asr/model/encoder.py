@@ -243,7 +243,8 @@ class Encoder(nn.Module):
         a batch-1 state per stream -> (log-probs (1, T_i', V), next state) per stream, equal to `step`
         on each alone (to float rounding), through one `step_padded`. Streaming states only."""
         frames = [torch.cat([s.frames[0], self.cmvn(f[0])]) for f, s in zip(feats, states)]  # (P_i + T_i, F)
-        ends = torch.tensor([ready_frames(self.subsampling.frames_out(f.shape[0]), self.cfg.chunk, final) for f in frames])
+        ends = torch.tensor([ready_frames(self.subsampling.frames_out(f.shape[0]), self.cfg.chunk, final) for f in frames],
+                            device=frames[0].device)
         joined = EncoderState.cat(states, frames=states[0].frames)  # the leftovers travel in `frames`
         logprobs, joined = self.step_padded(torch.nn.utils.rnn.pad_sequence(frames, batch_first=True), ends, joined)
         stride = self.subsampling.stride

@@ -12,20 +12,25 @@ from asr.tokenizer import Tokenizer
 
 
 class TorchModel:
-    """Runs an `Encoder` in inference mode on the CPU; arrays in and out are numpy float32."""
+    """Runs an `Encoder` in inference mode on `device` (cpu, cuda, cuda:N): its weights, states and each step's
+    tensors live there; arrays in and out are numpy float32 on the CPU."""
 
-    def __init__(self, encoder: Encoder):
-        self.encoder = encoder.eval()
+    def __init__(self, encoder: Encoder, device: str = "cpu"):
+        self.device = torch.device(device)
+        self.encoder = encoder.eval().to(self.device)
         self.cfg = encoder.cfg
 
     def initial_state(self, batch: int = 1) -> EncoderState:
-        return self.encoder.initial_state(batch)
+        return self.encoder.initial_state(batch, self.device)
+
+    def _tensor(self, feats: np.ndarray) -> torch.Tensor:
+        """numpy frames -> a float32 tensor on the model's device."""
+        return torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32)).to(self.device)
 
     @torch.inference_mode()
     def step(self, feats: np.ndarray, state: EncoderState, final: bool = False) -> tuple[np.ndarray, EncoderState]:
-        feats = torch.from_numpy(np.ascontiguousarray(feats, dtype=np.float32))
-        logprobs, state = self.encoder.step(feats, state, final)
-        return logprobs.numpy(), state
+        logprobs, state = self.encoder.step(self._tensor(feats), state, final)
+        return logprobs.cpu().numpy(), state
 
     @torch.inference_mode()
     def step_many(self, feats: list[np.ndarray], states: list[EncoderState],
@@ -33,9 +38,8 @@ class TorchModel:
         """Independent streams in one call: their frames padded into one batch (`Encoder.step_rows`)."""
         if self.cfg.window is None or len(feats) == 1:  # full attention: caches differ in length
             return _grouped_step_many(self, feats, states, final)
-        rows = self.encoder.step_rows([torch.from_numpy(np.ascontiguousarray(f, dtype=np.float32))[None] for f in feats],
-                                      states, final)
-        return [(logprobs[0].numpy(), state) for logprobs, state in rows]
+        rows = self.encoder.step_rows([self._tensor(f)[None] for f in feats], states, final)
+        return [(logprobs[0].cpu().numpy(), state) for logprobs, state in rows]
 
     def batch_key(self, state: EncoderState) -> tuple:
         """The shapes that rows of one batch share: leftover frames and (full attention) cache length."""
@@ -66,8 +70,9 @@ def _grouped_step_many(model: TorchModel, feats: list[np.ndarray], states: list[
     return results
 
 
-def load_torch(path: str | Path | None, threads: int = 1) -> tuple[TorchModel, Tokenizer, dict]:
-    """The model file at `path` (None: the bundled one), with torch limited to `threads` CPU threads."""
+def load_torch(path: str | Path | None, threads: int = 1, device: str = "cpu") -> tuple[TorchModel, Tokenizer, dict]:
+    """The model file at `path` (None: the bundled one) on `device` (checked: `asr.model.device.torch_device`),
+    with torch limited to `threads` CPU threads."""
     torch.set_num_threads(threads)
     encoder, tokenizer, info = load_model(path)
-    return TorchModel(encoder), tokenizer, info
+    return TorchModel(encoder, device), tokenizer, info

@@ -64,6 +64,12 @@ class Engine:
         self.batches = 0  # passes run (for tests and benchmarks)
         self.rows = 0  # chunks stepped
         self.fallbacks = 0  # passes whose batched step failed (then each stream is stepped alone)
+        self._computing = False  # a pass is in the model's thread now
+
+    @property
+    def busy(self) -> bool:
+        """Whether live chunks are queued or in a pass now (read from any thread: uploads give way to them)."""
+        return self._computing or bool(self._queue)
 
     def open(self, hotwords: tuple[str, ...] = (), spoken_form: bool = False) -> Stream:
         """A new stream, favouring `hotwords` (lines of a hotword list) if any, its finals in the spoken form if
@@ -130,10 +136,13 @@ class Engine:
                         jobs.append(job)
                         taken.add(id(job.stream))
                 self._queue = [job for job in self._queue if job not in jobs]
+                self._computing = True
                 try:
                     results = await loop.run_in_executor(self._executor, self._compute, jobs)
                 except Exception as err:  # the executor itself failed (shut down): fail these jobs, go on
                     results = [err] * len(jobs)
+                finally:
+                    self._computing = False
                 for job, result in zip(jobs, results):
                     if job.future.done():  # the client went away
                         continue

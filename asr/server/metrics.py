@@ -30,6 +30,7 @@ BATCH_ROWS = Histogram(
     "asr_batch_rows", "Chunks in one batched pass of the acoustic model (one per stream)",
     buckets=(1, 2, 4, 8, 16, 32, 64))
 ERRORS = Counter("asr_errors", "Streams ended by an error, by kind", ["kind"])
+UPLOADS = Counter("asr_uploads", "POST /v1/audio/transcriptions requests answered, by HTTP status", ["status"])
 RSS = Gauge("asr_worker_resident_memory_bytes", "Resident memory of each serving process",
             multiprocess_mode="liveall")
 

@@ -1,10 +1,19 @@
-"""One connection's audio path: samples at the client's rate in, the steps to run at 16 kHz out."""
+"""One connection's audio path: samples at the client's rate in, the steps to run at 16 kHz out, their emissions."""
 from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, AsyncIterator
 
 import numpy as np
 
 from asr.audio import SAMPLE_RATE, StreamingResampler
+from asr.server import metrics
 from asr.stepping import Stepper
+
+if TYPE_CHECKING:
+    from asr.endpoint import Emission
+    from asr.server.engine import Engine
+    from asr.server.recognition import Stream
 
 
 class AudioBuffer:
@@ -36,3 +45,12 @@ class AudioBuffer:
     def heard(self) -> int:
         """16 kHz samples received so far."""
         return self.stepper.received
+
+
+async def stepped(engine: Engine, stream: Stream, buffer: AudioBuffer, since: float) -> AsyncIterator[Emission]:
+    """Every step the audio received so far allows (`AudioBuffer.next`), through the engine: the steps' emissions in
+    order, the event latency since `since` (`time.perf_counter`) observed once each step's emissions are taken."""
+    while (step := buffer.next(engine.recognition.due(stream))) is not None:
+        for emission in await engine.step(stream, *step):
+            yield emission
+        metrics.LATENCY.observe(time.perf_counter() - since)

@@ -20,7 +20,7 @@ from asr import cli
 from asr.audio import SAMPLE_RATE
 from asr.decoding.beam import LMError
 from asr.model.backend import ModelError
-from asr.server import logs, metrics
+from asr.server import logs, metrics, wyoming
 from asr.server.app import App, Limits, start
 from asr.server.engine import Engine
 from asr.server.recognition import Recognition
@@ -35,17 +35,20 @@ def build_app(args: argparse.Namespace, worker: int | None = None) -> App:
     """The app the options describe, its model loaded (raises one of LOAD_ERRORS with a one-line reason)."""
     endpoint = cli.endpoint_config(args).validate()
     recognizer = cli.load_recognizer(args)
+    recognizer.check_chunk_ms(1000 * (SAMPLE_RATE // 2) / SAMPLE_RATE)  # the served chunk (Limits.chunk_samples)
     decoder = cli.load_decoder(args, recognizer)
     limits = Limits(max_streams=args.max_streams, max_message=args.max_message, idle_timeout=args.idle_timeout,
-                    chunk_samples=SAMPLE_RATE // 2, token=args.token)
+                    chunk_samples=SAMPLE_RATE // 2, token=args.token, max_upload=round(args.max_upload * 2**20))
     return App(Engine(Recognition(recognizer, decoder, endpoint), max_batch=args.max_batch,
                           batch_wait=args.batch_wait / 1000), limits, worker)
 
 
-async def serve(app: App, host: str, port: int, reuse_port: bool, listening: Callable[[int], None]) -> bool:
-    """Serve until SIGTERM/SIGINT, then stop gracefully; `listening(port)` is called once the socket is up.
-    True when every open stream finished within STOP_TIMEOUT."""
+async def serve(app: App, host: str, port: int, reuse_port: bool, listening: Callable[[int], None],
+                wyoming_at: wyoming.Service | None = None) -> bool:
+    """Serve until SIGTERM/SIGINT, then stop gracefully; `listening(port)` is called once the socket is up
+    (and the Wyoming one, if `wyoming_at`). True when every open stream finished within STOP_TIMEOUT."""
     server = await start(app, host, port, reuse_port)
+    wyoming_server = await wyoming.start(app, wyoming_at) if wyoming_at is not None else None
     listening(server.sockets[0].getsockname()[1])
     loop = asyncio.get_running_loop()
     stop = loop.create_future()
@@ -61,12 +64,16 @@ async def serve(app: App, host: str, port: int, reuse_port: bool, listening: Cal
     rss.cancel()
     app.note("stopping: no new streams; finishing the open ones", open=app.live)
     app.stop()
+    wyoming_closed = wyoming_server.stop(STOP_TIMEOUT) if wyoming_server is not None else None
     server.close(close_connections=False)
     try:
         await asyncio.wait_for(server.wait_closed(), STOP_TIMEOUT)
         finished = True
     except asyncio.TimeoutError:
         log.warning("stop: %d stream(s) still open after %g s; dropping them", app.live, STOP_TIMEOUT)
+        finished = False
+    if wyoming_closed is not None and not await wyoming_closed:
+        log.warning("stop: Wyoming stream(s) still open after %g s; dropped them", STOP_TIMEOUT)
         finished = False
     app.engine.close()
     app.note("stopped", streams=app.served)
@@ -83,7 +90,8 @@ def run_worker(args: argparse.Namespace, index: int, port: int, conn: Connection
         conn.send(("error", str(err)))
         sys.exit(1)
     try:
-        clean = asyncio.run(serve(app, args.host, port, True, lambda _: conn.send(("ready", os.getpid()))))
+        clean = asyncio.run(serve(app, args.host, port, True, lambda _: conn.send(("ready", os.getpid())),
+                                    args.wyoming))
     except OSError as err:
         conn.send(("error", f"cannot listen on {args.host}:{port}: {err.strerror or err}"))
         sys.exit(1)

@@ -9,7 +9,7 @@ Two parts of every 500 ms chunk of every stream, each measured on its own, with 
    lockstep through the server's own `asr.server.recognition.Recognition` with the default decoding:
    one pass of R chunks at a time (features, the batched model step, the word-LM search, endpointing,
    punctuation), on one thread in this process. CPU ms per chunk for each R, the model's share apart.
-2. **Sockets.** A bare server on the `websockets` library that asr.serve runs on, with its options:
+2. **Sockets.** A bare server on the `aiohttp` web stack that asr.serve runs on, with its options:
    it receives the benchmark's 100 ms int16 messages from C clients (serve.py's own client, in this
    process) and answers every fifth with a small event, doing nothing else. Its process's CPU ms per
    chunk (five messages in, one event out).
@@ -81,31 +81,40 @@ def recognition_cost(rows: list[int], seconds: float, int8: bool) -> list[dict]:
 
 
 BARE_SERVER = """
-import asyncio, json, sys
+import asyncio, json, socket, sys
 import numpy as np
-from websockets.asyncio.server import serve
+from aiohttp import WSMsgType, web
 
-async def handle(ws):
+async def handle(request):
+    ws = web.WebSocketResponse(max_msg_size=1 << 20, compress=False, heartbeat=20)
+    await ws.prepare(request)
     received = 0
     async for message in ws:
-        if isinstance(message, str):
+        if message.type != WSMsgType.BINARY:
             break
-        received += np.frombuffer(message, dtype="<i2").astype(np.float32).size
+        received += np.frombuffer(message.data, dtype="<i2").astype(np.float32).size
         if received % 8000 == 0:
-            await ws.send(json.dumps({"segment": 0, "text": "a partial of about this length", "is_final": False,
-                                      "time": received / 16000, "words": []}))
+            await ws.send_str(json.dumps({"segment": 0, "text": "a partial of about this length", "is_final": False,
+                                          "time": received / 16000, "words": []}))
+    await ws.close()
+    return ws
 
 async def main():
-    async with serve(handle, "127.0.0.1", 0, compression=None, max_size=1 << 20, max_queue=8) as server:
-        print(server.sockets[0].getsockname()[1], flush=True)
-        await asyncio.Future()
+    app = web.Application()
+    app.router.add_get("/", handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    sock = socket.create_server(("127.0.0.1", 0), backlog=100)
+    await web.SockSite(runner, sock).start()
+    print(sock.getsockname()[1], flush=True)
+    await asyncio.Future()
 
 asyncio.run(main())
 """
 
 
 def socket_cost(clients: int, seconds: float) -> dict:
-    """CPU ms per chunk of the bare websockets server under `clients` real-time clients."""
+    """CPU ms per chunk of the bare aiohttp WebSocket server under `clients` real-time clients."""
     proc = subprocess.Popen([sys.executable, "-c", BARE_SERVER], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         url = f"ws://127.0.0.1:{int(proc.stdout.readline())}/"
@@ -126,7 +135,7 @@ def socket_cost(clients: int, seconds: float) -> dict:
            "cpu_ms_per_chunk": round(1000 * cpu / chunks, 2), "clients_cpu_ms_per_chunk": round(1000 * mine / chunks, 2),
            "events": int(latencies.size),
            "p95_ms": round(float(np.percentile(latencies, 95)), 1)}
-    print(f"ceiling: bare websockets server, {clients} clients: {row['cpu_ms_per_chunk']} ms per chunk (the clients "
+    print(f"ceiling: bare aiohttp WebSocket server, {clients} clients: {row['cpu_ms_per_chunk']} ms per chunk (the clients "
           f"{row['clients_cpu_ms_per_chunk']})", flush=True)
     return row
 
@@ -143,7 +152,7 @@ def render(result: dict) -> str:
             f"cores ({result['date']}), graph: {'int8' if result['int8'] else 'fp32'}, the default decoding (beam search "
             f"with the bundled word LM). Recognition: the server's `Recognition` stepping R streams of the serve "
             f"benchmark's speech in lockstep, one thread, CPU per 500 ms chunk. Sockets: a bare server on the same "
-            f"`websockets` library that does nothing but receive {sockets['clients']} real-time clients' 100 ms messages "
+            f"`aiohttp` web stack that does nothing but receive {sockets['clients']} real-time clients' 100 ms messages "
             f"and send an event per 500 ms: {sockets['cpu_ms_per_chunk']} ms of CPU per chunk "
             f"({sockets['server_cpu_pct']}% of one core), and the clients (serve.py's own) {sockets['clients_cpu_ms_per_chunk']} "
             f"ms. The bound is {cores} x 500 ms / (recognition + sockets): what the cores could carry if every pass held "
@@ -160,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=40, help="clients of the bare socket server")
     p.add_argument("--socket-seconds", type=float, default=15.0, help="audio each of them streams")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
+    from bench import quiet  # noqa: PLC0415
+
+    quiet.add_allow_load(p)
     args = p.parse_args(argv)
+    quiet.guard(args.allow_load, args.out, "ceiling")  # committed figures: only on a quiet machine
     if min(args.rows) < 1 or args.clients < 1 or min(args.seconds, args.socket_seconds) < 1:
         p.error("--rows and --clients must be >= 1, --seconds and --socket-seconds >= 1")
     recognition = recognition_cost(args.rows, args.seconds, args.int8)

@@ -86,7 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=0, help="only the first N dev utterances (0: all 500)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
+    from bench import quiet  # noqa: PLC0415
+
+    quiet.add_allow_load(parser)
     args = parser.parse_args(argv)
+    quiet.guard(args.allow_load, args.out, "confidence")  # committed figures: only on a quiet machine
     utterances = read_manifest(DEV)[: args.limit or None]
     began = time.strftime("%Y-%m-%d %H:%M")
     lines = ["# Word confidences on speechocean762 dev", "",

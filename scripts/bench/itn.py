@@ -55,7 +55,12 @@ def score(written: WrittenForm, path: Path) -> tuple[list[str], list[tuple[str, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
+    from bench import quiet  # noqa: PLC0415
+
+    quiet.add_allow_load(parser)
     args = parser.parse_args(argv)
+    quiet.guard(args.allow_load, args.out, "itn")  # committed figures: only on a quiet machine
     written = WrittenForm()
     began = time.perf_counter()
     written("one")

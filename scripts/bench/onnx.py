@@ -223,7 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: torch,fp32,int8")
     p.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
     p.add_argument("--json", type=Path, help=argparse.SUPPRESS)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
+    from bench import quiet  # noqa: PLC0415
+
+    quiet.add_allow_load(p)
     args = p.parse_args(argv)
+    quiet.guard(args.allow_load, args.out, "onnx")  # committed figures: only on a quiet machine
     if args.worker:
         if args.worker != "torch":
             sys.modules["torch"] = None  # the ONNX runtime path must not need torch

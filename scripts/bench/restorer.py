@@ -31,7 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--text", type=Path, default=ROOT / "data" / "restorer" / "held.txt")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
+    from bench import quiet  # noqa: PLC0415
+
+    quiet.add_allow_load(p)
     a = p.parse_args(argv)
+    quiet.guard(a.allow_load, a.out, "restorer")  # committed figures: only on a quiet machine
     if not a.text.is_file():
         p.error(f"{a.text}: no held-out text (python recipes/restorer/prepare.py writes it)")
     sentences = [s for line in a.text.read_text(encoding="utf-8").splitlines() if (s := labelled(line))]

@@ -135,7 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fresh", action="store_true", help="recognize the check sets again")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "restorer_asr.md")
     p.add_argument("--note", default="", help="a paragraph to put under the table")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
+    from bench import quiet  # noqa: PLC0415
+
+    quiet.add_allow_load(p)
     a = p.parse_args(argv)
+    quiet.guard(a.allow_load, a.out, "restorer_asr")  # committed figures: only on a quiet machine
     if a.fresh or not a.cache.exists():
         refs = references(a.check_sets, a.text_dir)
         a.cache.parent.mkdir(parents=True, exist_ok=True)

@@ -3,6 +3,7 @@
     python scripts/bench/serve.py [--clients 1 5 10 20 40] [--seconds 15] [--workers N] [--out benchmarks/]
                                   [--no-search] [--server-args '--backend onnx' --name serve_onnx]
                                   [--baseline '--backend onnx']    (a second server, same window, same report)
+    python scripts/bench/serve.py --uploads 2 [--upload-seconds 60] --name serve_uploads    (files beside the streams)
     python scripts/bench/serve.py --soak 30 [--soak-clients 40] [--workers N]    (see scripts/bench/soak.py)
 
 Starts `python -m asr.serve --port 0` (the default decoding: beam search with the word LM for
@@ -18,8 +19,11 @@ come from /proc over the same window. Then the largest N whose p95 stays under 2
 for: N doubles until p95 fails (or reaches --max-clients), then bisection (--no-search skips it).
 The clients run in this process, on the same cores as the server. With --baseline, a second server
 (those options instead of --server-args) is surveyed the same way right after, so two configurations
-compare under the same machine load. Prints a markdown table; writes OUT/NAME.md and OUT/NAME.json
-(--name, default serve).
+compare under the same machine load. With --uploads U, U more clients post a long file (the same speech,
+--upload-seconds of it, as WAV) to POST /v1/audio/transcriptions over and over while the streams run,
+each starting its next upload when the last one's answer arrives: the rows then say what uploads cost
+the live streams, and how fast the uploads went (seconds of audio transcribed per second).
+Prints a markdown table; writes OUT/NAME.md and OUT/NAME.json (--name, default serve).
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ import argparse
 import asyncio
 import datetime
 import functools
+import io
 import json
 import os
 import random
@@ -34,6 +39,7 @@ import sys
 import time
 from pathlib import Path
 
+import aiohttp
 import numpy as np
 import soundfile as sf
 from websockets.asyncio.client import connect
@@ -125,17 +131,55 @@ async def client(url: str, audio: np.ndarray, delay: float, ends: np.ndarray) ->
     return latencies, delays
 
 
-def measure(server: ServerUnderTest, loop_ends: list[int], n: int, seconds: float, seed: int = 0) -> dict:
-    """One load level: N clients at once."""
+@functools.cache
+def upload_file(seconds: float) -> bytes:
+    """`seconds` of the speech loop as a 16 kHz int16 WAV file."""
+    out = io.BytesIO()
+    sf.write(out, speech(seconds, 0), RATE, format="WAV", subtype="PCM_16")
+    return out.getvalue()
+
+
+async def uploader(port: int, data: bytes, seconds: float, done: list[float]) -> None:
+    """POST the file to /v1/audio/transcriptions again and again (until cancelled); each answer's audio seconds
+    go into `done`."""
+    url = f"http://127.0.0.1:{port}/v1/audio/transcriptions"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None)) as session:
+        while True:
+            form = aiohttp.FormData()
+            form.add_field("file", data, filename="long.wav", content_type="audio/wav")
+            form.add_field("response_format", "text")
+            async with session.post(url, data=form) as response:
+                if response.status != 200:
+                    raise RuntimeError(f"upload refused: {response.status} {await response.text()}")
+                await response.read()
+            done.append(seconds)
+
+
+def measure(server: ServerUnderTest, loop_ends: list[int], n: int, seconds: float, seed: int = 0,
+            uploads: int = 0, upload_seconds: float = 60.0) -> dict:
+    """One load level: N clients at once (and `uploads` clients posting a file of `upload_seconds` meanwhile)."""
     rng = random.Random(seed + n)
     loop_size = speech_loop().size
     offsets = [rng.randrange(RATE * 5) for _ in range(n)]
     total = round(seconds * RATE)
     delays = [rng.uniform(0, 0.5) for _ in range(n)]
 
+    uploaded: list[float] = []  # audio seconds of each upload answered
+
     async def run() -> list[tuple[list[float], list[float]]]:
-        return await asyncio.gather(*(client(server.url, speech(seconds, o), d, client_ends(loop_ends, loop_size, o, total))
-                                      for o, d in zip(offsets, delays)))
+        posting = [asyncio.create_task(uploader(server.port, upload_file(upload_seconds), upload_seconds, uploaded))
+                   for _ in range(uploads)]
+        try:
+            return await asyncio.gather(*(client(server.url, speech(seconds, o), d, client_ends(loop_ends, loop_size, o, total))
+                                          for o, d in zip(offsets, delays)))
+        finally:
+            for task in posting:  # an upload still running is dropped with the window
+                task.cancel()
+            for task in posting:
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
     rows, passes = server.metric("asr_batch_rows_sum"), server.metric("asr_batch_rows_count")
     cpu, wall = server.cpu_seconds(), time.perf_counter()
     results = asyncio.run(run())
@@ -150,7 +194,9 @@ def measure(server: ServerUnderTest, loop_ends: list[int], n: int, seconds: floa
             "finals": int(finals.size), "final_p50_s": round(float(f50), 3), "final_p95_s": round(float(f95), 3),
             "server_cpu_pct": round(100 * cpu / wall, 1), "rows_per_pass": round(rows / passes, 2) if passes else None,
             "worker_rss_mb": server.rss_mb(),
-            "worker_peak_rss_mb": server.rss_mb("VmHWM"), "load_1min": round(os.getloadavg()[0], 2)}
+            "worker_peak_rss_mb": server.rss_mb("VmHWM"), "load_1min": round(os.getloadavg()[0], 2),
+            "uploads": uploads, "uploads_done": len(uploaded),
+            "upload_audio_s_per_s": round(sum(uploaded) / wall, 2) if uploads else None}
 
 
 def megabytes(values: list[float]) -> str:
@@ -159,14 +205,17 @@ def megabytes(values: list[float]) -> str:
 
 
 def table(rows: list[dict]) -> str:
+    """The rows as markdown; with uploads beside the streams, a column for them (answered, audio s per s)."""
+    uploads = any(r.get("uploads") for r in rows)
     lines = ["| clients | events | p50 ms | p95 ms | max ms | end of speech -> final p50 / p95 s | "
-             "server CPU (% of one core) | chunks per model pass | RSS per worker MB | machine load (1 min) |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "server CPU (% of one core) | chunks per model pass | RSS per worker MB | machine load (1 min) |"
+             + (" uploads answered, audio s per s |" if uploads else ""),
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if uploads else "")]
     for r in sorted(rows, key=lambda r: r["clients"]):
         rss = megabytes(r["worker_rss_mb"])
         lines.append(f"| {r['clients']} | {r['events']} | {r['p50_ms']} | {r['p95_ms']} | {r['max_ms']} | "
                      f"{r['final_p50_s']} / {r['final_p95_s']} | {r['server_cpu_pct']} | {r.get('rows_per_pass') or '-'} | {rss} | "
-                     f"{r.get('load_1min', '-')} |")
+                     f"{r.get('load_1min', '-')} |" + (f" {r['uploads_done']}, {r['upload_audio_s_per_s']} |" if uploads else ""))
     return "\n".join(lines)
 
 
@@ -179,7 +228,8 @@ def render(result: dict) -> str:
             f"client, from sending the audio an event covers to receiving the event (partials every 500 ms, finals "
             f"at endpoints); end of speech -> final runs from the moment the last word was spoken (a message counts "
             f"as spoken when it is sent, as from a microphone's 100 ms buffers) to receiving its final, the 0.4 s of "
-            f"trailing silence included. RSS per worker, idle: {megabytes(result['idle_rss_mb'])} MB.\n\n{table(result['rows'])}\n\n"
+            f"trailing silence included. RSS per worker, idle: {megabytes(result['idle_rss_mb'])} MB.{uploads_note(result)}"
+            f"\n\n{table(result['rows'])}\n\n"
             f"Largest N with p95 < 250 ms: **{result['largest_n_p95_under_250ms']}**\n\n"
             f"Each worker is one process with its own model that uses about one core (the model's batched step runs "
             f"outside Python's GIL, the per-stream decoding and the sockets inside it) and batches the ready chunks "
@@ -188,6 +238,14 @@ def render(result: dict) -> str:
             f"cores, and the machine's cores are shared with other work, so the knee moves with that load: the last "
             f"column is the machine's 1-minute load average after each row. RSS grows past the knee with queued "
             f"audio.\n" + baseline_section(result.get("baseline")))
+
+
+def uploads_note(result: dict) -> str:
+    """What ran beside the streams, when uploads did (--uploads)."""
+    if not result.get("uploads"):
+        return ""
+    return (f" Beside the streams, {result['uploads']} client(s) posted a {result['upload_seconds']:g} s WAV file to "
+            f"POST /v1/audio/transcriptions over and over (`--uploads`), each the next as soon as its answer came.")
 
 
 def baseline_section(base: dict | None) -> str:
@@ -213,10 +271,11 @@ def survey(server_args: list[str], args: argparse.Namespace, loop_ends: list[int
         measure(server, loop_ends, 2, 3.0)  # warm-up: first-call costs stay out of the 1-client row
 
         def level(n: int) -> dict:
-            row = measure(server, loop_ends, n, args.seconds)
+            row = measure(server, loop_ends, n, args.seconds, uploads=args.uploads, upload_seconds=args.upload_seconds)
             print(f"serve benchmark: {n} clients: p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms, end of speech -> "
                   f"final p50 {row['final_p50_s']} s, server CPU {row['server_cpu_pct']} %, RSS per worker "
-                  f"{row['worker_rss_mb']} MB", flush=True)
+                  f"{row['worker_rss_mb']} MB" + (f", uploads {row['uploads_done']} done, "
+                  f"{row['upload_audio_s_per_s']} s of audio per s" if args.uploads else ""), flush=True)
             return row
         rows = [level(n) for n in args.clients]
         while not args.no_search:  # double N until p95 fails (or --max-clients), then bisect
@@ -238,6 +297,7 @@ def survey(server_args: list[str], args: argparse.Namespace, loop_ends: list[int
         server.stop()
     return {"rows": sorted(rows, key=lambda r: r["clients"]), "largest_n_p95_under_250ms": largest_under(rows),
             "idle_rss_mb": idle_rss, "workers": workers, "seconds_per_client": args.seconds, "cpus": os.cpu_count(),
+            "uploads": args.uploads, "upload_seconds": args.upload_seconds,
             "server_args": " ".join(server_args) or "(defaults: beam search with the bundled word LM)",
             "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M")}
 
@@ -255,11 +315,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server-args", default="", help="extra asr.serve options, e.g. '--greedy' or '--backend onnx'")
     p.add_argument("--baseline", metavar="SERVER_ARGS", help="then the same survey of a server with these options "
                    "(e.g. '--backend onnx'), in the same window and the same report")
+    p.add_argument("--uploads", type=int, default=0, metavar="U",
+                   help="U clients posting a long file to /v1/audio/transcriptions, one after another, beside the streams")
+    p.add_argument("--upload-seconds", type=float, default=60.0, help="the uploaded file's length in seconds")
     p.add_argument("--soak", type=float, metavar="MINUTES", help="run the soak (scripts/bench/soak.py) instead")
     p.add_argument("--soak-clients", type=int, default=40, help="client slots of the soak")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
+    from bench import quiet  # noqa: PLC0415
+
+    quiet.add_allow_load(p)
     args = p.parse_args(argv)
+    quiet.guard(args.allow_load, args.out, "serve")  # committed figures: only on a quiet machine
     if min(args.clients) < 1 or args.seconds <= 0 or (args.workers is not None and args.workers < 1):
         p.error("--clients and --workers must be >= 1 and --seconds > 0")
+    if args.uploads < 0 or args.upload_seconds <= 0:
+        p.error("--uploads must be >= 0 and --upload-seconds > 0")
     if args.soak is not None and (args.soak <= 0 or args.soak_clients < 1):
         p.error("--soak must be > 0 minutes and --soak-clients >= 1")
     if args.soak is not None and args.baseline is not None:

@@ -1,0 +1,62 @@
+"""Batched transcription in several processes on one machine: `python -m asr.transcribe --jobs N FILES`.
+
+One process steps one padded batch at a time on one core; a machine with more cores runs N of them. The
+files are sorted by length, longest first, and cut into groups of GROUP_FILES, which N worker processes (each with the
+model loaded once, as the options describe) take in turn and transcribe batched (`asr.batch`); the
+results come back in input order as soon as every earlier file is done. Text equals the one-process path:
+each file is decoded alone whichever group it lands in. Many machines: `--ray` (asr.distributed).
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+from pathlib import Path
+from typing import Callable, Iterator
+
+from asr.audio import AudioError, audio_duration
+from asr.outputs import Transcript
+
+GROUP_FILES = 32  # files a worker takes at a time: enough to fill its batches, small enough to share the work
+_model = None  # the worker process's Transcriber
+_args: argparse.Namespace | None = None
+
+
+def _start(args: argparse.Namespace) -> None:
+    global _model, _args
+    from asr import cli  # noqa: PLC0415 (asr.cli imports this module)
+    _model, _args = cli.load_transcriber(args), args
+
+
+def _run(group: list[tuple[int, Path]]) -> list[tuple[int, Transcript | AudioError]]:
+    from asr.batch import transcribe_batched  # noqa: PLC0415
+    results = transcribe_batched(_model, [path for _, path in group], _args.batch_seconds)
+    return [(index, result) for (index, _), (_, result) in zip(group, results)]
+
+
+def _seconds(path: Path) -> float:
+    try:
+        return audio_duration(path)
+    except AudioError:
+        return 0.0  # reported when its turn comes
+
+
+def transcribe_in_processes(args: argparse.Namespace, files: list[Path], jobs: int,
+                            progress: Callable[[float], None] | None = None
+                            ) -> Iterator[tuple[Path, Transcript | AudioError]]:
+    """(file, its Transcript or AudioError) in input order, from `jobs` worker processes; `progress` is called
+    with each group's seconds of audio as it finishes. Standard input cannot be shared: ValueError."""
+    if any(str(path) == "-" for path in files):
+        raise ValueError("--jobs reads files, not standard input ('-'): use one job for it")
+    durations = {index: _seconds(path) for index, path in enumerate(files)}
+    order = sorted(durations, key=durations.get, reverse=True)  # the longest first: the last groups even out the end
+    groups = [[(i, files[i]) for i in order[start:start + GROUP_FILES]] for start in range(0, len(order), GROUP_FILES)]
+    done: dict[int, Transcript | AudioError] = {}
+    next_index = 0
+    with multiprocessing.get_context("spawn").Pool(min(jobs, len(groups)), _start, (args,)) as pool:
+        for finished in pool.imap_unordered(_run, groups):
+            done.update(finished)
+            if progress is not None:
+                progress(sum(durations[index] for index, _ in finished))
+            while next_index in done:
+                yield files[next_index], done.pop(next_index)
+                next_index += 1

@@ -1,0 +1,152 @@
+"""`asr.batch`: batched whole-file transcription gives the per-file streaming text, file by file; bad files are
+skipped and reported; --device's errors are one line and a non-zero exit."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import asr
+from asr import batch, evaluate, serve, transcribe
+from asr.audio import AudioError, load_audio
+from asr.manifest import read_manifest
+from asr.model.device import DeviceError, check_spelling
+from conftest import write
+from helpers import DATA
+
+DEV = DATA / "speechocean762" / "dev.jsonl"
+pytestmark = pytest.mark.skipif(not DEV.is_file(), reason="needs ../shared/data/speechocean762")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Dev utterances of very different lengths: 0.3 s, a few of 2-6 s, and one of about 14 s (four utterances
+    end to end, so several segments, many 2 s windows) in the middle of the list."""
+    folder = tmp_path_factory.mktemp("batch")
+    utterances = read_manifest(DEV)[:8]
+    waves = [load_audio(u.audio) for u in utterances]
+    long = write(folder / "long.wav", np.concatenate([np.concatenate([w, np.zeros(8000, np.float32)]) for w in waves[:4]]))
+    short = write(folder / "short.wav", waves[4][:4800])
+    return [Path(u.audio) for u in utterances[4:6]] + [long, short] + [Path(u.audio) for u in utterances[6:]]
+
+
+def same_as_per_file(model: asr.Transcriber, files: list[Path], batch_seconds: float) -> None:
+    """The batched transcripts equal the per-file ones, file by file: text, segments and word times."""
+    batched = list(batch.transcribe_batched(model, files, batch_seconds))
+    assert [source for source, _ in batched] == files  # in input order
+    for path, result in batched:
+        alone = model.transcribe(path)
+        assert result.text == alone.text, path
+        assert result.duration == pytest.approx(alone.duration)
+        assert [(s.start, s.end, s.text) for s in result.segments] == [(s.start, s.end, s.text) for s in alone.segments]
+        assert [(w.word, w.start, w.end) for w in result.words] == [(w.word, w.start, w.end) for w in alone.words]
+
+
+def test_greedy_batched_text_equals_per_file(files: list[Path]) -> None:
+    model = asr.load(greedy=True)
+    long = next(batch.transcribe_batched(model, [files[2]]))[1]
+    assert long.duration > 3 * batch.WINDOW_SECONDS and len(long.segments) >= 2 and long.text
+    same_as_per_file(model, files, batch_seconds=6.0)  # 3 rows: long and short files step side by side
+
+
+def test_beam_batched_text_equals_per_file(files: list[Path]) -> None:
+    same_as_per_file(asr.load(), files, batch_seconds=8.0)  # the bundled word LM, restored finals
+
+
+def test_evaluate_batched_equals_whole_utterance_forward() -> None:
+    model = asr.load(greedy=True)
+    utterances = read_manifest(DEV)[:6]
+    alone, _, _ = evaluate.evaluate(model.recognizer, utterances, None, model.decoder, batch_seconds=0)
+    batched, latencies, errors = evaluate.evaluate(model.recognizer, utterances, None, model.decoder, batch_seconds=4)
+    assert [r.hyp for r in batched] == [r.hyp for r in alone] and not errors and not latencies
+    assert [r.duration for r in batched] == pytest.approx([r.duration for r in alone])
+
+
+def test_a_bad_file_is_reported_and_the_others_transcribed(files: list[Path], tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"RIFF not really a wave file")
+    inputs = [files[0], bad, tmp_path / "missing.wav", files[1]]
+    results = dict(batch.transcribe_batched(asr.load(greedy=True), inputs, 4.0))
+    assert isinstance(results[bad], AudioError) and isinstance(results[tmp_path / "missing.wav"], AudioError)
+    assert results[files[0]].text and results[files[1]].text
+    code = transcribe.main([str(p) for p in inputs] + ["--greedy", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert [json.loads(line)["text"] for line in out.splitlines()] == [results[files[0]].text, results[files[1]].text]
+    assert "bad.wav" in err and "missing.wav: no such file" in err and "2 input(s) failed, 2 transcribed" in err
+
+
+def test_sub_batches_keep_short_pieces_apart() -> None:
+    assert batch.sub_batches([32000, 3200, 32000, 20000, 16000]) == [[0, 2, 3, 4], [1]]
+    assert batch.sub_batches([]) == []
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--device", "gpu"], "--device 'gpu': must be cpu, cuda, cuda:N or auto"),
+    (["--backend", "onnx", "--device", "cuda"], "--device cuda: the onnx backend runs on the CPU only"),
+    (["--int8", "--device", "cuda:0"], "--device cuda:0: the onnx backend runs on the CPU only"),
+])
+def test_device_errors_are_one_line(args: list[str], message: str, files: list[Path], capsys) -> None:
+    assert transcribe.main([str(files[0]), "--greedy", *args]) == 1
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_cuda_without_a_gpu_is_one_line(files: list[Path], capsys) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    assert evaluate.main(["--manifest", str(DEV), "--limit", "1", "--greedy", "--device", "cuda"]) == 1
+    assert "--device cuda: no CUDA GPU is available here" in capsys.readouterr().err
+    assert serve.main(["--device", "cuda:1", "--port", "0"]) == 1  # before it listens
+    assert "asr.serve: error: --device cuda:1: no CUDA GPU is available here" in capsys.readouterr().err
+
+
+def test_torch_backend_on_cpu_and_auto(files: list[Path]) -> None:
+    pytest.importorskip("torch")
+    on_cpu = asr.load(greedy=True, backend="torch", device="cpu")
+    assert str(on_cpu.recognizer.model.device) == "cpu"
+    automatic = asr.load(greedy=True, device="auto")  # a GPU where torch sees one, else the CPU (onnx)
+    expected = on_cpu.transcribe(files[0]).text
+    assert [r.text for _, r in batch.transcribe_batched(on_cpu, files[:2])][0] == expected
+    assert automatic.transcribe(files[0]).text == expected
+
+
+def test_device_spelling() -> None:
+    assert [check_spelling(d) for d in ("cpu", "cuda", "cuda:1", "auto", None)] == ["cpu", "cuda", "cuda:1", "auto", None]
+    with pytest.raises(DeviceError, match="must be cpu"):
+        check_spelling("cuda:x")
+
+
+def test_benchmarks_refuse_committed_figures_on_a_busy_machine(tmp_path: Path, monkeypatch, capsys) -> None:
+    from helpers import ROOT
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from bench import quiet
+
+    monkeypatch.setattr(quiet.os, "getloadavg", lambda: (0.93, 0.5, 0.4))
+    with pytest.raises(SystemExit) as refused:
+        quiet.guard(False, ROOT / "benchmarks", "batched")
+    assert refused.value.code == 2
+    assert capsys.readouterr().err.startswith("batched: error: the 1-minute load is 0.93 (> 0.5)")
+    assert quiet.guard(True, ROOT / "benchmarks") == 0.93  # told to: the figures record the load
+    assert quiet.guard(False, tmp_path) == 0.93  # not the committed folder (a smoke run's): never refused
+
+
+def test_jobs_split_the_files_over_processes_with_the_same_output(files: list[Path], tmp_path: Path, capsys,
+                                                                   monkeypatch) -> None:
+    from asr import parallel
+    monkeypatch.setattr(parallel, "GROUP_FILES", 3)  # several groups for two workers, finishing out of order
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"RIFF not really a wave file")
+    inputs = [str(p) for p in files[:5]] + [str(bad)] + [str(p) for p in files[5:]]
+    assert transcribe.main(inputs + ["--greedy", "--format", "json"]) == 1
+    one = capsys.readouterr()
+    assert transcribe.main(inputs + ["--greedy", "--format", "json", "--jobs", "2"]) == 1
+    two = capsys.readouterr()
+    def rows(out: str) -> list[dict]:
+        return [{k: v for k, v in json.loads(line).items() if k != "rtf"} for line in out.splitlines()]
+    assert rows(two.out) == rows(one.out) and len(rows(two.out)) == len(files)  # in input order, the bad file left out
+    assert "bad.wav" in two.err and f"1 input(s) failed, {len(files)} transcribed" in two.err
+    assert transcribe.main(["-", "--jobs", "2"]) == 1 and "standard input" in capsys.readouterr().err
