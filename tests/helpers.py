@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from omegaconf import OmegaConf
 
-from asr.model.encoder import Encoder, EncoderConfig
+from asr.model.encoder import Encoder, EncoderConfig, EncoderState
 from asr.tokenizer import Tokenizer
 
 # Small tensors run fastest on one thread, and the suite must not fight other processes for cores.
@@ -28,6 +28,18 @@ PRESETS = sorted(p.stem for p in (CONF / "attention").glob("*.yaml"))
 def preset(name: str) -> dict:
     """window and n_heads of an attention preset in conf/attention."""
     return dict(OmegaConf.load(CONF / "attention" / f"{name}.yaml"))
+
+
+def stream_in_chunks(model: Encoder, feats: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, EncoderState]:
+    """`feats` (B, T, F) through `model.step` in pieces of `sizes` frames, then the rest as the stream's end
+    (final=True: a lookahead model's last, partial chunk too); the log-probs (B, T', V) and the last state."""
+    state, outs, start = model.initial_state(feats.shape[0]), [], 0
+    for size in sizes:
+        logprobs, state = model.step(feats[:, start:start + size], state)
+        outs.append(logprobs)
+        start += size
+    logprobs, state = model.step(feats[:, start:], state, final=True)
+    return torch.cat(outs + [logprobs], dim=1), state
 
 
 def tiny_encoder(seed: int = 0, **overrides) -> Encoder:

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from asr.model.attention import sliding_window_mask
 from asr.model.config import EncoderConfig
-from helpers import tiny_encoder
+from helpers import stream_in_chunks, tiny_encoder
 
 FRONTENDS = [dict(subsampling=1, subsampling_kernel=1), dict(subsampling=4, frontend="conv2d", frontend_channels=4),
              dict(subsampling=2, frontend="whisper", features="whisper")]
@@ -21,17 +21,6 @@ def lookahead_encoder(seed: int, chunk: int, **overrides):
             if block.attn.ahead_bias is not None:
                 block.attn.ahead_bias.normal_(0, 1)
     return model
-
-
-def streamed(model, feats, sizes):
-    """`feats` pushed in pieces of `sizes` frames, then the rest with final=True."""
-    state, outs, start = model.initial_state(feats.shape[0]), [], 0
-    for size in sizes:
-        logprobs, state = model.step(feats[:, start:start + size], state)
-        outs.append(logprobs)
-        start += size
-    logprobs, state = model.step(feats[:, start:], state, final=True)
-    return torch.cat(outs + [logprobs], dim=1)
 
 
 def test_mask_sees_its_own_chunk_and_the_window_before():
@@ -51,7 +40,7 @@ def test_chunked_equals_full_with_lookahead(front, chunk, sizes, seed, conv_kern
     feats = torch.randn(1, 150, 80) * 3
     with torch.no_grad():
         full, _ = model(feats)
-        pieces = streamed(model, feats, sizes)
+        pieces, _ = stream_in_chunks(model, feats, sizes)
     assert pieces.shape == full.shape
     torch.testing.assert_close(pieces, full, atol=1e-4, rtol=0)
 

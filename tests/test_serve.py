@@ -60,19 +60,27 @@ class ServerThread:
 
 
 class ServerProcess:
-    """`python -m asr.serve --port 0 ARGS` in a subprocess; the port comes from its first line."""
+    """`python -m asr.serve --port 0 ARGS` in a subprocess; the port comes from its first line. `wyoming`: also
+    `--wyoming tcp://127.0.0.1:0`, whose port (`wyoming_port`) comes from the second line."""
 
-    def __init__(self, *args: str):
-        self.proc = subprocess.Popen([sys.executable, "-m", "asr.serve", "--port", "0", *args], cwd=ROOT,
+    def __init__(self, *args: str, wyoming: bool = False):
+        served = ["--wyoming", "tcp://127.0.0.1:0"] if wyoming else []
+        self.proc = subprocess.Popen([sys.executable, "-m", "asr.serve", "--port", "0", *served, *args], cwd=ROOT,
                                      stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()
-        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-        if not match:
-            self.proc.kill()
-            raise AssertionError(f"no listening line from asr.serve: {line!r}")
-        self.port = int(match.group(1))
+        self.port = self._port(r"http://127\.0\.0\.1:(\d+)/", "listening")
+        self.wyoming_port = (self._port(r"Wyoming on tcp://127\.0\.0\.1:(\d+) \(model asr-default\)", "Wyoming")
+                             if wyoming else None)
         self.log: list[str] = []  # the rest of its stderr, drained so that the pipe never fills
         threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+
+    def _port(self, pattern: str, what: str) -> int:
+        """The port in the next line of the server's log (`pattern`'s group); AssertionError without it."""
+        line = self.proc.stderr.readline()
+        match = re.search(pattern, line)
+        if not match:
+            self.proc.kill()
+            raise AssertionError(f"no {what} line from asr.serve: {line!r}")
+        return int(match.group(1))
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import wave
 from pathlib import Path
 
@@ -24,34 +23,19 @@ from wyoming.info import Describe, Info
 from asr import serve
 from asr.audio import SAMPLE_RATE
 from asr.server import pcm
+from test_serve import EXAMPLES, ROOT, ServerProcess
 
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = ROOT / "asr" / "examples"
 READ_TIMEOUT = 60.0  # seconds for one event on a loaded machine
 
 
-class Served:
-    """`python -m asr.serve --port 0 --wyoming tcp://127.0.0.1:0 ARGS`; the Wyoming port comes from its log."""
+class Served(ServerProcess):
+    """`python -m asr.serve --port 0 --wyoming tcp://127.0.0.1:0 ARGS`, with a Wyoming client at its port."""
 
     def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "asr.serve", "--port", "0", "--wyoming", "tcp://127.0.0.1:0",
-                                      *args], cwd=ROOT, stderr=subprocess.PIPE, text=True)
-        lines = [self.proc.stderr.readline(), self.proc.stderr.readline()]
-        match = re.search(r"Wyoming on tcp://127\.0\.0\.1:(\d+) \(model asr-default\)", lines[1])
-        if not match:
-            self.proc.kill()
-            raise AssertionError(f"no Wyoming line from asr.serve: {lines!r}")
-        self.port = int(match.group(1))
-        self.log: list[str] = []  # the rest of its stderr, drained so that the pipe never fills
-        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+        super().__init__(*args, wyoming=True)
 
     def client(self) -> AsyncTcpClient:
-        return AsyncTcpClient("127.0.0.1", self.port, connect_timeout=10, read_timeout=READ_TIMEOUT)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-        self.proc.wait(60)
+        return AsyncTcpClient("127.0.0.1", self.wyoming_port, connect_timeout=10, read_timeout=READ_TIMEOUT)
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +152,7 @@ def test_a_request_out_of_order_gets_one_error_and_the_connection_goes_on(server
 
 def test_a_broken_frame_gets_an_error_while_another_client_is_served(server, texts, audio):
     async def broken() -> Event | None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.wyoming_port)
         writer.write(b"this is not a JSON header\n")
         await writer.drain()
         event = await asyncio.wait_for(async_read_event(reader), READ_TIMEOUT)
@@ -217,7 +201,7 @@ def test_the_documented_client_runs_as_printed(server, texts, audio, capsys):
     doc = (ROOT / "docs" / "serving.md").read_text()
     example = next(b for b in re.findall(r"```python\n(.*?)```", doc, flags=re.S) if "AsyncTcpClient" in b)
     assert len(example.splitlines()) <= 20
-    code = example.replace("port: int = 10300", f"port: int = {server.port}").replace('"talk.wav"', repr(str(audio["mono"])))
+    code = example.replace("port: int = 10300", f"port: int = {server.wyoming_port}").replace('"talk.wav"', repr(str(audio["mono"])))
     exec(compile(code, "docs/serving.md", "exec"), {})
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 3 and lines[-1] == texts["mono"]
@@ -235,8 +219,8 @@ def test_workers_share_the_wyoming_port_and_a_second_server_is_refused(audio, ca
             return await asyncio.gather(*(whole() for _ in range(4)))
         texts = {Transcript.from_event(event).text for event in asyncio.run(several())}
         assert len(texts) == 1 and texts.pop()
-        assert serve.main(["--port", "0", "--wyoming", f"tcp://127.0.0.1:{srv.port}"]) == 1
-        assert f"cannot listen for Wyoming on tcp://127.0.0.1:{srv.port}" in capsys.readouterr().err
+        assert serve.main(["--port", "0", "--wyoming", f"tcp://127.0.0.1:{srv.wyoming_port}"]) == 1
+        assert f"cannot listen for Wyoming on tcp://127.0.0.1:{srv.wyoming_port}" in capsys.readouterr().err
     finally:
         srv.stop()
     assert srv.proc.returncode == 0

@@ -7,23 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asr.decoding.ctc import greedy_decode
-from helpers import PRESETS, preset, tiny_encoder
+from helpers import PRESETS, preset, stream_in_chunks, tiny_encoder
 
 # front ends: strided Conv1d with factor S and kernel K, or stride-2 Conv2d layers (S=8: two, then pairs merged)
 SUBSAMPLING = [dict(subsampling=1, subsampling_kernel=1), dict(subsampling=2, subsampling_kernel=4),
                dict(subsampling=4, subsampling_kernel=8), dict(subsampling=2, frontend="conv2d", frontend_channels=4),
                dict(subsampling=4, frontend="conv2d", frontend_channels=4),
                dict(subsampling=8, frontend="conv2d", frontend_channels=4)]
-
-
-def stream_in_chunks(model, feats, sizes):
-    state, outs, start = model.initial_state(feats.shape[0]), [], 0
-    for size in sizes:
-        logprobs, state = model.step(feats[:, start:start + size], state)
-        outs.append(logprobs)
-        start += size
-    logprobs, state = model.step(feats[:, start:], state)
-    return torch.cat(outs + [logprobs], dim=1), state
 
 
 @settings(max_examples=12, deadline=None)

