@@ -5,14 +5,15 @@
         print(source, result.text if not isinstance(result, Exception) else f"failed: {result}")
 
 The per-file path (`Transcriber.transcribe`) steps one file at a time, chunk by chunk. Here the files are
-sorted by length and stepped side by side: each open file gives its next window of `window_seconds` (2 s,
-the per-file path's chunk) to one backend call over padded rows (`Recognizer.step_many`, at most
-`batch_seconds` of audio a call), its streaming state carried from window to window, so memory stays
-bounded however long a file is. When a file ends, its row goes to the next file. Each window's log-probs
-go into that file's own `Segmenter` (`asr.endpoint`), exactly as the streaming path feeds it, on one
-decoding thread beside the encoder: the same endpoints, the same search (greedy, or beam + word LM with
-hotwords) and the same restored finals, so the text equals the per-file text file by file. The windowed-causal
-encoder gives the same log-probs whatever the steps (tests/test_batch.py checks the text).
+sorted by length and stepped side by side: each open file gives its next window of `window_seconds` (4 s) to
+one backend call over padded rows (`Recognizer.step_many`, at most `batch_seconds` of audio a call), its
+streaming state carried from window to window, so memory stays bounded however long a file is; a file's last
+window takes the tail of silence with it (`final`: what `Recognizer.finish` steps), so it costs no call of its
+own. When a file ends, its row goes to the next file. Each window's log-probs go into that file's own
+`Segmenter` (`asr.endpoint`), exactly as the streaming path feeds it, on one decoding thread beside the
+encoder: the same endpoints, the same search (greedy, or beam + word LM with hotwords) and the same restored
+finals, so the text equals the per-file text file by file. The windowed-causal encoder gives the same log-probs
+whatever the steps (tests/test_batch.py checks the text).
 A file that cannot be read is given back as its AudioError; the others go on.
 """
 from __future__ import annotations
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
     from asr.api import Transcriber
 
 Source = str | Path | np.ndarray  # a file (or "-", standard input) or 16 kHz samples (N,)
-WINDOW_SECONDS = 2.0  # audio per row and step: the per-file path's chunk (asr.transcribe --chunk-ms 2000)
-DEFAULT_BATCH_SECONDS = 16.0  # audio per backend call (8 rows of 2 s): the fastest of 16, 32 and 64 (docs/usage.md)
+WINDOW_SECONDS = 4.0  # audio per row and step (measured: 4 s beat 2, 3, 5, 6 and 8 s; docs/usage.md)
+DEFAULT_BATCH_SECONDS = 16.0  # audio per backend call (4 rows of 4 s): as fast as 24 and 32 (docs/usage.md)
 
 
 class Sink(Protocol):
@@ -86,11 +87,12 @@ class _Row:
     """One open file: its windows still to step, its streaming state, where its log-probs go."""
 
     index: int
-    windows: Iterator[np.ndarray]
+    windows: Iterator[tuple[np.ndarray, bool]]  # (window, is it the file's last)
     state: StreamState
     sink: Sink
     heard: int = 0  # samples stepped so far
     piece: np.ndarray | None = field(default=None, repr=False)  # this step's window (None: the file has ended)
+    last: bool = False  # the piece is the file's last window: the tail of silence goes with it
 
 
 def duration_of(source: Source) -> float:
@@ -104,16 +106,24 @@ def duration_of(source: Source) -> float:
         return 0.0
 
 
-def _windows(source: Source, size: int) -> Iterator[np.ndarray]:
-    """A source's 16 kHz samples in windows of `size` (the last shorter); AudioError while reading a bad file."""
+def _windows(source: Source, size: int) -> Iterator[tuple[np.ndarray, bool]]:
+    """A source's 16 kHz samples in windows of `size` (the last shorter), each with whether it is the last (read
+    one window ahead); AudioError while reading a bad file."""
     if isinstance(source, np.ndarray):
-        return rechunk([resample(np.asarray(source, np.float32).reshape(-1), SAMPLE_RATE)], size)
-    return rechunk(read_blocks(source), size)
+        windows = rechunk([resample(np.asarray(source, np.float32).reshape(-1), SAMPLE_RATE)], size)
+    else:
+        windows = rechunk(read_blocks(source), size)
+    previous = next(windows, None)
+    for window in windows:
+        yield previous, False
+        previous = window
+    if previous is not None:
+        yield previous, True
 
 
 def sub_batches(lengths: list[int]) -> list[list[int]]:
     """Positions of one step's pieces (their sample counts) grouped into backend calls, longest first, so that
-    no piece in a call is shorter than half its longest: a 0.2 s tail does not ride padded to 2 s."""
+    no piece in a call is shorter than half its longest: a 0.5 s end of a file does not ride padded to 4 s."""
     groups: list[list[int]] = []
     for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
         if groups and 2 * lengths[i] >= lengths[groups[-1][0]]:
@@ -126,17 +136,20 @@ def sub_batches(lengths: list[int]) -> list[list[int]]:
 def run_batched(recognizer: Recognizer, sources: Sequence[Source], make_sink: Callable[[int], Sink],
                 batch_seconds: float = DEFAULT_BATCH_SECONDS, window_seconds: float = WINDOW_SECONDS,
                 progress: Callable[[float], None] | None = None,
-                decode_thread: bool = True) -> Iterator[tuple[int, Any]]:
+                decode_thread: bool = True, seconds: Sequence[float | None] | None = None) -> Iterator[tuple[int, Any]]:
     """Every source stepped in length-sorted padded batches; yields (index into `sources`, the sink's result or
     the AudioError that stopped it) as each file completes. `make_sink(index)`: where that file's log-probs
     go. `progress`: called with the seconds of audio of each step's windows. `decode_thread`: the sinks run
-    on one thread beside the encoder (False: inline, for measuring)."""
+    on one thread beside the encoder (False: inline, for measuring). `seconds`: the sources' durations for the
+    length sort where the caller knows them (a manifest's); the others' are read from their headers here."""
     if not batch_seconds > 0 or not window_seconds > 0:
         raise ValueError(f"batch and window seconds must be > 0 (got {batch_seconds}, {window_seconds})")
     recognizer.check_chunk_ms(window_seconds * 1000)  # a lookahead model's chunk fits in a window
     window = max(1, round(window_seconds * SAMPLE_RATE))
     rows_max = max(1, int(batch_seconds // window_seconds))
-    waiting = sorted(range(len(sources)), key=lambda i: duration_of(sources[i]), reverse=True)  # pop() = shortest
+    known = [None] * len(sources) if seconds is None else seconds
+    seconds = [duration_of(source) if s is None else s for source, s in zip(sources, known)]
+    waiting = sorted(range(len(sources)), key=seconds.__getitem__, reverse=True)  # pop() = shortest
     pool = ThreadPoolExecutor(1, thread_name_prefix="asr-decode") if decode_thread else None
     pending: list[tuple[int, Future]] = []
     rows: list[_Row] = []
@@ -160,20 +173,22 @@ def run_batched(recognizer: Recognizer, sources: Sequence[Source], make_sink: Ca
             failed = []
             for row in rows:
                 try:
-                    row.piece = next(row.windows, None)
+                    row.piece, row.last = next(row.windows, (None, True))
                 except AudioError as err:
                     failed.append(row)
                     pending.append((row.index, run(_raise, err)))
             rows = [r for r in rows if r not in failed]
-            for row in rows:  # an ended file steps the tail of silence (`Recognizer.finish`) if it heard a frame
-                if row.piece is None and row.state.samples < recognizer.samples_for_frames(1):
+            for row in rows:  # a file without a sample ends here
+                if row.piece is None:
                     pending.append((row.index, run(row.sink.finish, row.heard / SAMPLE_RATE)))
-            rows = [r for r in rows if r.piece is not None or r.state.samples >= recognizer.samples_for_frames(1)]
-            for row in _step(recognizer, rows, run):
-                pending.append((row.index, run(row.sink.finish, row.heard / SAMPLE_RATE)))
-            if progress:
-                progress(sum(r.piece.size for r in rows if r.piece is not None) / SAMPLE_RATE)
             rows = [r for r in rows if r.piece is not None]
+            _step(recognizer, rows, run)
+            for row in rows:
+                if row.last:
+                    pending.append((row.index, run(row.sink.finish, row.heard / SAMPLE_RATE)))
+            if progress:
+                progress(sum(r.piece.size for r in rows) / SAMPLE_RATE)
+            rows = [r for r in rows if not r.last]
             while pending and (pending[0][1].done() or not (waiting or rows)):
                 index, future = pending.pop(0)
                 yield index, _outcome(future)
@@ -182,20 +197,22 @@ def run_batched(recognizer: Recognizer, sources: Sequence[Source], make_sink: Ca
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _step(recognizer: Recognizer, rows: list[_Row], run: Callable[..., Future]) -> list[_Row]:
-    """One step of every row: its window (or, for an ended file, the tail of silence) through the model, in as
-    few padded backend calls as `sub_batches` allows, the tails in one call of their own (`final`); each row's
-    log-probs handed to its sink (`run`). Returns the rows whose file ended."""
-    pieces = [recognizer.tail if r.piece is None else r.piece for r in rows]
-    windows = [[i for i in group if rows[i].piece is not None] for group in sub_batches([p.size for p in pieces])]
-    tails = [i for i, r in enumerate(rows) if r.piece is None]
-    for group, final in [(g, False) for g in windows if g] + ([(tails, True)] if tails else []):
-        stepped = recognizer.step_many([pieces[i] for i in group], [rows[i].state for i in group], final)
-        for i, (logprobs, state) in zip(group, stepped):
-            row = rows[i]
-            row.state, row.heard = state, row.heard + (0 if final else pieces[i].size)
-            run(row.sink.push, logprobs, row.heard / SAMPLE_RATE)
-    return [rows[i] for i in tails]
+def _step(recognizer: Recognizer, rows: list[_Row], run: Callable[..., Future]) -> None:
+    """One step of every row: its window through the model, a file's last window with the tail of silence
+    after it and `final` (what `Recognizer.finish` steps, unless the file is too short for a frame), in as few
+    padded backend calls as `sub_batches` allows, final and other rows apart; each row's log-probs handed to
+    its sink (`run`)."""
+    enough = recognizer.samples_for_frames(1)
+    final = [r.last and r.state.samples + r.piece.size >= enough for r in rows]
+    pieces = [np.concatenate([r.piece, recognizer.tail]) if f else r.piece for r, f in zip(rows, final)]
+    for ending in (False, True):
+        these = [i for i in range(len(rows)) if final[i] == ending]
+        for part in ([these[j] for j in group] for group in sub_batches([pieces[i].size for i in these])):
+            stepped = recognizer.step_many([pieces[i] for i in part], [rows[i].state for i in part], ending)
+            for i, (logprobs, state) in zip(part, stepped):
+                row = rows[i]
+                row.state, row.heard = state, row.heard + row.piece.size
+                run(row.sink.push, logprobs, row.heard / SAMPLE_RATE)
 
 
 def _raise(err: Exception) -> Any:
@@ -224,24 +241,26 @@ def in_order(results: Iterator[tuple[int, Any]], sources: Sequence[Source]) -> I
 def transcribe_batched(transcriber: "Transcriber", sources: Sequence[Source],
                        batch_seconds: float = DEFAULT_BATCH_SECONDS,
                        progress: Callable[[float], None] | None = None,
-                       window_seconds: float = WINDOW_SECONDS) -> Iterator[tuple[Source, Transcript | AudioError]]:
+                       window_seconds: float = WINDOW_SECONDS, seconds: Sequence[float | None] | None = None
+                       ) -> Iterator[tuple[Source, Transcript | AudioError]]:
     """Files (paths, "-") or 16 kHz arrays (N,) -> (source, its Transcript or AudioError), in the order of
     `sources`; the text equals `transcriber.transcribe(source)`'s. `batch_seconds`: audio per encoder call
-    (memory and speed); `progress`: called with seconds of audio as they are stepped."""
+    (memory and speed); `progress`: called with seconds of audio as they are stepped; `seconds`: the sources'
+    durations if known (see `run_batched`)."""
     def sink(index: int) -> Sink:
         source = sources[index]
         return TranscriptSink(transcriber, "<array>" if isinstance(source, np.ndarray) else str(source))
 
-    return in_order(run_batched(transcriber.recognizer, sources, sink, batch_seconds, window_seconds, progress),
-                    sources)
+    return in_order(run_batched(transcriber.recognizer, sources, sink, batch_seconds, window_seconds, progress,
+                                seconds=seconds), sources)
 
 
 def logprobs_batched(recognizer: Recognizer, sources: Sequence[Source], batch_seconds: float = DEFAULT_BATCH_SECONDS,
                      progress: Callable[[float], None] | None = None,
-                     window_seconds: float = WINDOW_SECONDS
+                     window_seconds: float = WINDOW_SECONDS, seconds: Sequence[float | None] | None = None
                      ) -> Iterator[tuple[Source, tuple[np.ndarray, float] | AudioError]]:
     """Files or 16 kHz arrays -> (source, (its whole log-probs (T, V), tail included; its seconds) or
-    AudioError), in the order of `sources`."""
+    AudioError), in the order of `sources`; `seconds`: their durations if known (see `run_batched`)."""
     vocab = recognizer.model.cfg.vocab_size
     return in_order(run_batched(recognizer, sources, lambda _: LogprobSink(vocab), batch_seconds, window_seconds,
-                                progress), sources)
+                                progress, seconds=seconds), sources)

@@ -63,7 +63,8 @@ def evaluate_batched(recognizer: Recognizer, utterances: list[Utterance], decode
     (`asr.batch.logprobs_batched`): (results, error lines). Each result's compute time is its share, by
     duration, of the whole run's."""
     began, heard, errors = time.perf_counter(), [], []
-    for utt, outcome in zip(utterances, logprobs_batched(recognizer, [u.audio for u in utterances], batch_seconds)):
+    for utt, outcome in zip(utterances, logprobs_batched(recognizer, [u.audio for u in utterances], batch_seconds,
+                                                            seconds=[u.duration for u in utterances])):
         if isinstance(outcome[1], AudioError):
             errors.append(str(outcome[1]))
             continue

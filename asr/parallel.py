@@ -19,18 +19,31 @@ from asr.outputs import Transcript
 GROUP_FILES = 32  # files a worker takes at a time: enough to fill its batches, small enough to share the work
 _model = None  # the worker process's Transcriber
 _args: argparse.Namespace | None = None
+_failed: str | None = None  # why the worker could not load it
+
+
+class StartError(Exception):
+    """A worker could not load the model, decoder or options asked for (the loader's one-line reason)."""
 
 
 def _start(args: argparse.Namespace) -> None:
-    global _model, _args
+    """A worker's start: the model, loaded once (an error is kept for its first group: a pool initializer
+    that raises would be restarted forever)."""
+    global _model, _args, _failed
     from asr import cli  # noqa: PLC0415 (asr.cli imports this module)
-    _model, _args = cli.load_transcriber(args), args
+    try:
+        _model, _args = cli.load_transcriber(args), args
+    except Exception as err:  # ModelError, LMError, ValueError, OSError: the main process reports it
+        _failed = str(err) or type(err).__name__
 
 
-def _run(group: list[tuple[int, Path]]) -> list[tuple[int, Transcript | AudioError]]:
+def _run(group: list[tuple[int, Path, float]]) -> list[tuple[int, Transcript | AudioError]]:
     from asr.batch import transcribe_batched  # noqa: PLC0415
-    results = transcribe_batched(_model, [path for _, path in group], _args.batch_seconds)
-    return [(index, result) for (index, _), (_, result) in zip(group, results)]
+    if _failed is not None:
+        raise StartError(_failed)
+    results = transcribe_batched(_model, [path for _, path, _ in group], _args.batch_seconds,
+                                 seconds=[seconds for _, _, seconds in group])
+    return [(index, result) for (index, _, _), (_, result) in zip(group, results)]
 
 
 def _seconds(path: Path) -> float:
@@ -41,15 +54,18 @@ def _seconds(path: Path) -> float:
 
 
 def transcribe_in_processes(args: argparse.Namespace, files: list[Path], jobs: int,
-                            progress: Callable[[float], None] | None = None
+                            progress: Callable[[float], None] | None = None, seconds: list[float] | None = None
                             ) -> Iterator[tuple[Path, Transcript | AudioError]]:
     """(file, its Transcript or AudioError) in input order, from `jobs` worker processes; `progress` is called
-    with each group's seconds of audio as it finishes. Standard input cannot be shared: ValueError."""
+    with each group's seconds of audio as it finishes; `seconds`: the files' durations if known (else read
+    from their headers here). Standard input cannot be shared: ValueError. A worker that cannot load the
+    model: StartError, before any result."""
     if any(str(path) == "-" for path in files):
         raise ValueError("--jobs reads files, not standard input ('-'): use one job for it")
-    durations = {index: _seconds(path) for index, path in enumerate(files)}
+    durations = dict(enumerate(seconds if seconds is not None else map(_seconds, files)))
     order = sorted(durations, key=durations.get, reverse=True)  # the longest first: the last groups even out the end
-    groups = [[(i, files[i]) for i in order[start:start + GROUP_FILES]] for start in range(0, len(order), GROUP_FILES)]
+    groups = [[(i, files[i], durations[i]) for i in order[start:start + GROUP_FILES]]
+              for start in range(0, len(order), GROUP_FILES)]
     done: dict[int, Transcript | AudioError] = {}
     next_index = 0
     with multiprocessing.get_context("spawn").Pool(min(jobs, len(groups)), _start, (args,)) as pool:

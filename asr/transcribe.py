@@ -27,15 +27,19 @@ from asr.decoding.beam import LMError
 from asr.manifest import ManifestError, read_manifest
 from asr.model.backend import ModelError
 from asr.outputs import FORMATS
+from asr.parallel import StartError
 
 MANIFEST_SUFFIXES = (".jsonl",)
 PROGRESS_SECONDS = 60.0  # show a progress bar (on a terminal) for at least this much audio...
 PROGRESS_FILES = 5  # ...or this many files
 
 
-def expand_inputs(items: Iterable[str]) -> tuple[list[Path], list[str]]:
-    """Files, folders and manifests -> (audio files in order, error lines for unusable inputs)."""
+def expand_inputs(items: Iterable[str]) -> tuple[list[Path], list[float], list[str]]:
+    """Files, folders and manifests -> (audio files in order, their seconds, error lines for unusable inputs).
+    A file's seconds are its manifest row's duration, else its header's (0 for standard input or a file that
+    cannot be read, which is reported when it is transcribed): read once, for the progress bar and the sort."""
     files: list[Path] = []
+    known: list[float | None] = []  # a manifest's durations, None elsewhere
     errors: list[str] = []
     for item in items:
         path = Path(item)
@@ -44,6 +48,7 @@ def expand_inputs(items: Iterable[str]) -> tuple[list[Path], list[str]]:
             if not found:
                 errors.append(f"{path}: no audio files in this directory (looked for {' '.join(AUDIO_SUFFIXES)})")
             files.extend(found)
+            known.extend([None] * len(found))
         elif path.suffix.lower() in MANIFEST_SUFFIXES:
             try:
                 utterances = read_manifest(path)
@@ -53,14 +58,15 @@ def expand_inputs(items: Iterable[str]) -> tuple[list[Path], list[str]]:
             if not utterances:
                 errors.append(f"{path}: manifest lists no utterances")
             files.extend(u.audio for u in utterances)
+            known.extend(u.duration for u in utterances)
         else:
             files.append(path)  # a missing or unreadable file fails when it is read
-    return files, errors
+            known.append(None)
+    return files, [_duration(f) if s is None else s for f, s in zip(files, known)], errors
 
 
 def _duration(path: Path) -> float:
-    """Seconds of audio from the file's header, for the progress bar (0 for stdin or an unreadable file,
-    which is reported when it is transcribed)."""
+    """Seconds of audio from the file's header (0 for stdin or an unreadable file)."""
     try:
         return 0.0 if str(path) == "-" else audio_duration(path)
     except AudioError:
@@ -100,15 +106,16 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(distributed.address_flag(sys.argv[1:] if argv is None else argv))
-    files, errors = expand_inputs(args.inputs)
+    files, seconds, errors = expand_inputs(args.inputs)
     for error in errors:
         cli.error("transcribe", error)
     if not files:
         return 1
     if args.ray is not None:  # the job on a Ray cluster (asr/distributed.py)
         return 1 if errors else distributed.run(args, files)
+    in_processes = args.jobs > 1 and args.batch_seconds > 0  # the workers load the model (asr.parallel)
     try:
-        model = cli.load_transcriber(args)  # in this process too: bad options fail here, in one line
+        model = None if in_processes else cli.load_transcriber(args)  # bad options fail here, in one line
         if args.jobs > 1 and any(str(f) == "-" for f in files):
             raise ValueError("--jobs reads files, not standard input ('-'): use one job for it")
         if args.output_dir:
@@ -116,24 +123,29 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelError, LMError, ValueError, OSError) as err:
         cli.error("transcribe", err)
         return 1
-    total = sum(_duration(f) for f in files)
+    total = sum(seconds)
     show_bar = sys.stderr.isatty() and (total >= PROGRESS_SECONDS or len(files) >= PROGRESS_FILES)
     failed: list[str] = []
     used: set[str] = set()
-    with tqdm(total=round(total / 3600, 4), disable=not show_bar, leave=False, file=sys.stderr,
-              bar_format="{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]") as bar:
-        for path, result in cli.transcribed(model, files, args, lambda seconds: bar.update(seconds / 3600)):
-            if isinstance(result, AudioError):
-                tqdm.write(f"asr.transcribe: error: {result}", file=sys.stderr)
-                failed.append(str(path))
-                continue
-            text = result.render(args.format)
-            if args.output_dir:
-                (args.output_dir / _output_name(path, args.format, used)).write_text(text)
-            elif args.format == "txt" and len(files) > 1:
-                tqdm.write(f"{path}\t{result.text}", file=sys.stdout)
-            else:
-                tqdm.write(text.rstrip("\n"), file=sys.stdout)
+    try:
+        with tqdm(total=round(total / 3600, 4), disable=not show_bar, leave=False, file=sys.stderr,
+                  bar_format="{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]") as bar:
+            for path, result in cli.transcribed(model, files, args, lambda heard: bar.update(heard / 3600),
+                                                   seconds):
+                if isinstance(result, AudioError):
+                    tqdm.write(f"asr.transcribe: error: {result}", file=sys.stderr)
+                    failed.append(str(path))
+                    continue
+                text = result.render(args.format)
+                if args.output_dir:
+                    (args.output_dir / _output_name(path, args.format, used)).write_text(text)
+                elif args.format == "txt" and len(files) > 1:
+                    tqdm.write(f"{path}\t{result.text}", file=sys.stdout)
+                else:
+                    tqdm.write(text.rstrip("\n"), file=sys.stdout)
+    except StartError as err:  # a --jobs worker could not load what the options ask for
+        cli.error("transcribe", err)
+        return 1
     failed_inputs = len(failed) + len(errors)
     if failed_inputs:
         names = ", ".join(failed + [e.split(": ")[0] for e in errors])

@@ -48,7 +48,15 @@ def test_greedy_batched_text_equals_per_file(files: list[Path]) -> None:
     model = asr.load(greedy=True)
     long = next(batch.transcribe_batched(model, [files[2]]))[1]
     assert long.duration > 3 * batch.WINDOW_SECONDS and len(long.segments) >= 2 and long.text
-    same_as_per_file(model, files, batch_seconds=6.0)  # 3 rows: long and short files step side by side
+    same_as_per_file(model, files, batch_seconds=12.0)  # 3 rows: long and short files step side by side
+
+
+def test_a_file_too_short_for_a_frame_has_no_tail_as_per_file(files: list[Path]) -> None:
+    model = asr.load(greedy=True)
+    sources = [np.zeros(40, np.float32), load_audio(files[0]), np.full(200, 0.1, np.float32)]
+    batched = [result for _, result in batch.transcribe_batched(model, sources, 12.0)]
+    assert [(r.text, r.duration) for r in batched] == [(model.transcribe(a).text, a.size / 16000) for a in sources]
+    assert batched[1].text and not batched[0].text
 
 
 def test_beam_batched_text_equals_per_file(files: list[Path]) -> None:
@@ -59,7 +67,7 @@ def test_evaluate_batched_equals_whole_utterance_forward() -> None:
     model = asr.load(greedy=True)
     utterances = read_manifest(DEV)[:6]
     alone, _, _ = evaluate.evaluate(model.recognizer, utterances, None, model.decoder, batch_seconds=0)
-    batched, latencies, errors = evaluate.evaluate(model.recognizer, utterances, None, model.decoder, batch_seconds=4)
+    batched, latencies, errors = evaluate.evaluate(model.recognizer, utterances, None, model.decoder, batch_seconds=8)
     assert [r.hyp for r in batched] == [r.hyp for r in alone] and not errors and not latencies
     assert [r.duration for r in batched] == pytest.approx([r.duration for r in alone])
 
@@ -150,3 +158,25 @@ def test_jobs_split_the_files_over_processes_with_the_same_output(files: list[Pa
     assert rows(two.out) == rows(one.out) and len(rows(two.out)) == len(files)  # in input order, the bad file left out
     assert "bad.wav" in two.err and f"1 input(s) failed, {len(files)} transcribed" in two.err
     assert transcribe.main(["-", "--jobs", "2"]) == 1 and "standard input" in capsys.readouterr().err
+    missing = ["--model", str(tmp_path / "missing.onnx")]  # the workers load the model: the same one line
+    assert transcribe.main([str(files[0]), *missing]) == 1
+    in_one = capsys.readouterr().err
+    assert transcribe.main([str(files[0]), "--jobs", "2", *missing]) == 1
+    in_two = capsys.readouterr()
+    assert in_two.out == "" and in_two.err == in_one and in_one.startswith("asr.transcribe: error: ")
+    assert len(in_one.splitlines()) == 1, in_one
+
+
+def test_manifest_durations_are_read_once_and_sort_the_batches(files: list[Path], tmp_path: Path, monkeypatch) -> None:
+    manifest = tmp_path / "some.jsonl"
+    manifest.write_text("".join(json.dumps({"audio": str(p), "duration": 1.0 + i, "text": ""}) + "\n"
+                                for i, p in enumerate(files[:2])) + json.dumps({"audio": str(files[2]), "text": ""}) + "\n")
+    read: list[str] = []
+    monkeypatch.setattr(transcribe, "audio_duration", lambda path: read.append(str(path)) or 7.0)
+    found, seconds, errors = transcribe.expand_inputs([str(manifest)])
+    assert (found, seconds, errors) == (files[:3], [1.0, 2.0, 7.0], []) and read == [str(files[2])]
+    from asr import batch
+    monkeypatch.setattr(batch, "audio_duration", lambda path: pytest.fail(f"{path}'s header read again"))
+    stepped = list(batch.run_batched(asr.load(greedy=True).recognizer, found, lambda _: batch.LogprobSink(30),
+                                     seconds=seconds, decode_thread=False))
+    assert sorted(index for index, _ in stepped) == [0, 1, 2]

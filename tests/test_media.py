@@ -147,8 +147,8 @@ def test_bad_media_is_one_error_line(folder: Path, name: str, reason: str, model
 
 
 def test_folders_and_manifests_take_media(folder: Path, model_path: Path, capsys) -> None:
-    files, errors = transcribe.expand_inputs([str(folder)])
-    assert errors == [] and {f.name for f in files} >= set(MEDIA) | {"video_only.mp4", "garbage.m4a"}
+    files, seconds, errors = transcribe.expand_inputs([str(folder)])
+    assert errors == [] and len(seconds) == len(files) and {f.name for f in files} >= set(MEDIA) | {"video_only.mp4", "garbage.m4a"}
     manifest = folder / "media.jsonl"
     manifest.write_text("".join(json.dumps({"audio": n, "text": "where are you going to keep it"}) + "\n"
                                 for n in MEDIA))

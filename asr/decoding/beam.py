@@ -19,6 +19,7 @@ and the best finished one would often be the one that left that word out.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,8 +126,8 @@ class WordLM:
         if separator:
             self.end_frame = np.full((1, len(units)), _IMPOSSIBLE, np.float32)
             self.end_frame[0, self.silence] = 0.0
-        spelled = [(word, spelling) for word in arpa_words(self.path) if (spelling := tokenizer.spell(word))]
-        spelled = spelled[:cfg.lexicon_words] + [(UNK, [UNK])]
+        spellings = ((word, tokenizer.spell(word)) for word in arpa_words(self.path))  # spelled as far as needed
+        spelled = [*itertools.islice(filter(lambda pair: pair[1], spellings), cfg.lexicon_words), (UNK, [UNK])]
         self.words = Dictionary()  # word -> index, entry by entry (a lexicon dict of lists costs ~30 MB more)
         for word, _ in spelled:
             self.words.add_entry(word)
@@ -136,10 +137,11 @@ class WordLM:
         except RuntimeError as err:
             raise LMError(f"{self.path}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
         start = self.lm.start(False)
+        unit_ids = {unit: self.units.get_index(unit) for unit in units}
         self.entries: list[tuple[list[int], int, float]] = []  # the trie's words: (unit ids, word index, unigram score)
         for word, spelling in spelled:
             index = self.words.get_index(word)
-            self.entries.append(([self.units.get_index(unit) for unit in spelling], index, self.lm.score(start, index)[1]))
+            self.entries.append(([unit_ids[unit] for unit in spelling], index, self.lm.score(start, index)[1]))
         self.trie = self.build_trie([])
         self.unk = self.words.get_index(UNK)
         self.biasing = BiasingCache(self)  # hotword lists -> their Biasing (asr.decoding.biasing)
