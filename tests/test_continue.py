@@ -267,3 +267,28 @@ def test_a_probe_that_trained_on_is_exported_and_scored_again(tmp_path, cont, mo
 
     cont.probe_candidate(run)  # nothing new since: the same candidate, no export
     assert exports == [run]
+
+
+def test_the_ab_table_and_curve_come_from_the_arms_rows(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from bench import ab
+    def row(period, steps, greedy, beam, train=80.0):
+        return json.dumps({"period": period, "steps": steps, "dev_greedy": greedy, "dev_beam": beam, "fsdd_beam": 1.0,
+                           "kokoro_check_beam": 30.0, "synthetic_check_beam": 40.0,
+                           "phase_minutes": {"train": train}}) + "\n"
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "training_progress.jsonl").write_text(row(11, 900, 75.0, 50.0) + row(12, 1000, 72.0, 49.0)
+                                                      + row(13, 2000, 71.0, 48.0))
+    (tmp_path / "ab" / "lookahead.jsonl").write_text(row(13, 1900, 70.0, 47.0) + row(14, 2800, 69.0, 46.5, 60.0))
+    readme = tmp_path / "ab" / "README.md"
+    readme.write_text(f"before\n{ab.BEGIN}\nold table\n{ab.END}\nafter\n")
+    assert ab.main(["--benchmarks", str(tmp_path)]) == 0
+    lines = readme.read_text().splitlines()
+    assert lines[0] == "before" and lines[-1] == "after" and "old table" not in lines
+    by_arm = {line.split(":")[0].strip("| "): line for line in lines if line.startswith("| ")}
+    assert by_arm["a"].split("|")[2:5] == [" 1 ", " 1.33 ", " 1000 "] and " 48.0 " in by_arm["a"]
+    assert by_arm["b"].split("|")[2:5] == [" 2 ", " 2.33 ", " 1800 "] and " 46.5 " in by_arm["b"]
+    assert by_arm["c"].split("|")[2] == " 0 " and (tmp_path / "ab" / "curve.png").stat().st_size > 0
+    readme.write_text("no markers")
+    with pytest.raises(SystemExit):
+        ab.main(["--benchmarks", str(tmp_path)])
