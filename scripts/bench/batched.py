@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ folder: `bench` package
 
-from asr.batch import DEFAULT_BATCH_SECONDS  # noqa: E402
+from asr.batch import DEFAULT_BATCH_SECONDS, WINDOW_SECONDS  # noqa: E402
 from asr.manifest import read_manifest, write_manifest  # noqa: E402
 from bench import quiet  # noqa: E402
 
@@ -86,7 +86,7 @@ def measure(manifest: Path, limit: int, folder: Path) -> dict:
                             for r in rows])
     audio_h = sum(r.duration or 0.0 for r in rows) / 3600
     results = {"files": len(rows), "audio_hours": round(audio_h, 4), "batch_seconds": DEFAULT_BATCH_SECONDS,
-               "decoders": {}}
+               "window_seconds": WINDOW_SECONDS, "decoders": {}}
     for decoder in ("greedy", "beam"):
         runs, reference = [], None
         for name, processes, extra in RUNS:
@@ -109,9 +109,9 @@ def markdown(results: dict) -> str:
              f"`python scripts/bench/batched.py`: `asr.transcribe` on {results['files']} files "
              f"({results['audio_hours'] * 60:.1f} min of audio), model loading included, on {os.cpu_count()} cores "
              f"(1-minute load {results['load_at_start']} at the start); batched: --batch-seconds "
-             f"{results['batch_seconds']:g}. Texts differing: against the per-file text, file by file. Peak RSS: "
-             "the largest process a run started itself (with --jobs, the main process; each worker holds about "
-             "what the one-process batched run does).\n",
+             f"{results['batch_seconds']:g}, {results['window_seconds']:g} s windows. Texts differing: against the "
+             "per-file text, file by file. Peak RSS: the largest single process of a run (with --jobs, of the main process and the workers it waited for: "
+             "os.wait4 counts them).\n",
              "| decoder | run | wall (s) | audio h / h | speed-up | peak RSS (MB) | texts differing |",
              "|---|---|---|---|---|---|---|"]
     for decoder, runs in results["decoders"].items():
