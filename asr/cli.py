@@ -109,17 +109,16 @@ def add_batch_seconds(parser: argparse.ArgumentParser) -> None:
                              f"(same text; default {DEFAULT_BATCH_SECONDS:g}); 0: one file at a time, in --chunk-ms steps")
 
 
-def transcribed(model: api.Transcriber | None, files: list[Path], args: argparse.Namespace,
+def transcribed(model: api.Transcriber, files: list[Path], args: argparse.Namespace,
                 progress: Callable[[float], None], seconds: list[float] | None = None
                 ) -> Iterator[tuple[Path, Transcript | AudioError]]:
     """(file, its Transcript or AudioError) in input order: batched (`asr.batch.transcribe_batched`), in --jobs
-    processes when there are several (`asr.parallel`; `model` is None, each worker loads its own), unless
+    processes when there are several (`asr.parallel`), unless
     --batch-seconds is 0, then one file at a time through the streaming path. `progress`: seconds of audio;
     `seconds`: the files' durations if known (for the length sort)."""
     if args.batch_seconds > 0 and getattr(args, "jobs", 1) > 1:
-        yield from transcribe_in_processes(args, files, args.jobs, progress, seconds)
+        yield from transcribe_in_processes(model, args, files, args.jobs, progress, seconds)
         return
-    assert model is not None
     if args.batch_seconds > 0:
         yield from transcribe_batched(model, files, args.batch_seconds, progress, seconds=seconds)
         return

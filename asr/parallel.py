@@ -1,23 +1,27 @@
 """Batched transcription in several processes on one machine: `python -m asr.transcribe --jobs N FILES`.
 
 One process steps one padded batch at a time on one core; a machine with more cores runs N of them. The
-files are sorted by length, longest first, and cut into groups of GROUP_FILES, which N worker processes (each with the
-model loaded once, as the options describe) take in turn and transcribe batched (`asr.batch`); the
-results come back in input order as soon as every earlier file is done. Text equals the one-process path:
+files are sorted by length, longest first, and cut into groups of GROUP_FILES, which N worker processes take in
+turn and transcribe batched (`asr.batch`); the results come back in input order as soon as every earlier file
+is done. The workers are forked from the process that loaded the model, sharing its pages, where that is safe
+(one-thread onnxruntime sessions, no torch: OpenMP and onnxruntime thread pools do not survive a fork);
+otherwise they are spawned and each loads the model itself, as the options describe. Text equals the one-process path:
 each file is decoded alone whichever group it lands in. Many machines: `--ray` (asr.distributed).
 """
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
+from asr.api import Transcriber
 from asr.audio import AudioError, audio_duration
 from asr.outputs import Transcript
 
 GROUP_FILES = 32  # files a worker takes at a time: enough to fill its batches, small enough to share the work
-_model = None  # the worker process's Transcriber
+_model: Transcriber | None = None  # the worker process's Transcriber
 _args: argparse.Namespace | None = None
 _failed: str | None = None  # why the worker could not load it
 
@@ -53,13 +57,21 @@ def _seconds(path: Path) -> float:
         return 0.0  # reported when its turn comes
 
 
-def transcribe_in_processes(args: argparse.Namespace, files: list[Path], jobs: int,
+def forks_safely(args: argparse.Namespace) -> bool:
+    """Whether workers forked from this process can use the model it loaded: the platform forks, the model runs
+    on one onnxruntime thread and nothing loaded torch (whose OpenMP threads a child does not inherit)."""
+    return "fork" in multiprocessing.get_all_start_methods() and args.threads == 1 and "torch" not in sys.modules
+
+
+def transcribe_in_processes(model: Transcriber, args: argparse.Namespace, files: list[Path], jobs: int,
                             progress: Callable[[float], None] | None = None, seconds: list[float] | None = None
                             ) -> Iterator[tuple[Path, Transcript | AudioError]]:
-    """(file, its Transcript or AudioError) in input order, from `jobs` worker processes; `progress` is called
-    with each group's seconds of audio as it finishes; `seconds`: the files' durations if known (else read
-    from their headers here). Standard input cannot be shared: ValueError. A worker that cannot load the
-    model: StartError, before any result."""
+    """(file, its Transcript or AudioError) in input order, from `jobs` worker processes (forked with `model`
+    where `forks_safely`, else spawned to load their own); `progress` is called with each group's seconds of
+    audio as it finishes; `seconds`: the files' durations if known (else read from their headers here).
+    Standard input cannot be shared: ValueError. A spawned worker that cannot load the model: StartError,
+    before any result."""
+    global _model, _args
     if any(str(path) == "-" for path in files):
         raise ValueError("--jobs reads files, not standard input ('-'): use one job for it")
     durations = dict(enumerate(seconds if seconds is not None else map(_seconds, files)))
@@ -68,7 +80,12 @@ def transcribe_in_processes(args: argparse.Namespace, files: list[Path], jobs: i
               for start in range(0, len(order), GROUP_FILES)]
     done: dict[int, Transcript | AudioError] = {}
     next_index = 0
-    with multiprocessing.get_context("spawn").Pool(min(jobs, len(groups)), _start, (args,)) as pool:
+    if forks_safely(args):
+        _model, _args = model, args
+        pool = multiprocessing.get_context("fork").Pool(min(jobs, len(groups)))
+    else:
+        pool = multiprocessing.get_context("spawn").Pool(min(jobs, len(groups)), _start, (args,))
+    with pool:
         for finished in pool.imap_unordered(_run, groups):
             done.update(finished)
             if progress is not None:

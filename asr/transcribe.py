@@ -113,9 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.ray is not None:  # the job on a Ray cluster (asr/distributed.py)
         return 1 if errors else distributed.run(args, files)
-    in_processes = args.jobs > 1 and args.batch_seconds > 0  # the workers load the model (asr.parallel)
     try:
-        model = None if in_processes else cli.load_transcriber(args)  # bad options fail here, in one line
+        model = cli.load_transcriber(args)  # bad options fail here, in one line
         if args.jobs > 1 and any(str(f) == "-" for f in files):
             raise ValueError("--jobs reads files, not standard input ('-'): use one job for it")
         if args.output_dir:
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                     tqdm.write(f"{path}\t{result.text}", file=sys.stdout)
                 else:
                     tqdm.write(text.rstrip("\n"), file=sys.stdout)
-    except StartError as err:  # a --jobs worker could not load what the options ask for
+    except StartError as err:  # a spawned --jobs worker could not load what the options ask for
         cli.error("transcribe", err)
         return 1
     failed_inputs = len(failed) + len(errors)

@@ -142,10 +142,12 @@ def test_benchmarks_refuse_committed_figures_on_a_busy_machine(tmp_path: Path, m
     assert quiet.guard(False, tmp_path) == 0.93  # not the committed folder (a smoke run's): never refused
 
 
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
 def test_jobs_split_the_files_over_processes_with_the_same_output(files: list[Path], tmp_path: Path, capsys,
-                                                                   monkeypatch) -> None:
+                                                                   monkeypatch, fork: bool) -> None:
     from asr import parallel
     monkeypatch.setattr(parallel, "GROUP_FILES", 3)  # several groups for two workers, finishing out of order
+    monkeypatch.setattr(parallel, "forks_safely", lambda args: fork)  # workers sharing the loaded model, or loading their own
     bad = tmp_path / "bad.wav"
     bad.write_bytes(b"RIFF not really a wave file")
     inputs = [str(p) for p in files[:5]] + [str(bad)] + [str(p) for p in files[5:]]
@@ -158,7 +160,7 @@ def test_jobs_split_the_files_over_processes_with_the_same_output(files: list[Pa
     assert rows(two.out) == rows(one.out) and len(rows(two.out)) == len(files)  # in input order, the bad file left out
     assert "bad.wav" in two.err and f"1 input(s) failed, {len(files)} transcribed" in two.err
     assert transcribe.main(["-", "--jobs", "2"]) == 1 and "standard input" in capsys.readouterr().err
-    missing = ["--model", str(tmp_path / "missing.onnx")]  # the workers load the model: the same one line
+    missing = ["--model", str(tmp_path / "missing.onnx")]  # a model that does not load: the same one line
     assert transcribe.main([str(files[0]), *missing]) == 1
     in_one = capsys.readouterr().err
     assert transcribe.main([str(files[0]), "--jobs", "2", *missing]) == 1

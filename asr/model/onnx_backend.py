@@ -40,9 +40,20 @@ class OnnxModel:
         self.shapes = meta["state"]["shapes"]
         self.stride = int(meta["subsampling"]["stride"])
         self.outputs = ["logprobs"] + [f"new_{name}" for name in self.names[1:]]  # every state tensor but frames
+        self._new_stream: OnnxState | None = None
 
     def initial_state(self, batch: int = 1) -> OnnxState:
-        """`batch` new streams: zero caches, every slot empty, the subsampling's left padding."""
+        """`batch` new streams: zero caches, every slot empty, the subsampling's left padding. A single stream's
+        arrays are one read-only set shared by every new stream (steps replace arrays, never write into them)."""
+        if batch == 1:
+            if self._new_stream is None:
+                self._new_stream = self._zeros(1)
+                for array in self._new_stream.values():
+                    array.flags.writeable = False
+            return dict(self._new_stream)
+        return self._zeros(batch)
+
+    def _zeros(self, batch: int) -> OnnxState:
         state = {}
         for name in self.names:
             if name == "invalid":
