@@ -5,6 +5,8 @@ cut off mid-way resumes from its own run folder; the grown model starts exactly 
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 
 import pytest
@@ -286,9 +288,27 @@ def test_the_ab_table_and_curve_come_from_the_arms_rows(tmp_path, monkeypatch):
     lines = readme.read_text().splitlines()
     assert lines[0] == "before" and lines[-1] == "after" and "old table" not in lines
     by_arm = {line.split(":")[0].strip("| "): line for line in lines if line.startswith("| ")}
-    assert by_arm["a"].split("|")[2:5] == [" 1 ", " 1.33 ", " 1000 "] and " 48.0 " in by_arm["a"]
-    assert by_arm["b"].split("|")[2:5] == [" 2 ", " 2.33 ", " 1800 "] and " 46.5 " in by_arm["b"]
+    assert by_arm["a"].split("|")[2:6] == [" 1 ", " 1.33 ", " 1000 ", " 0.24 "] and " 48.0 " in by_arm["a"]
+    assert by_arm["b"].split("|")[2:6] == [" 2 ", " 2.33 ", " 1800 ", " 0.45 "] and " 46.5 " in by_arm["b"]
     assert by_arm["c"].split("|")[2] == " 0 " and (tmp_path / "ab" / "curve.png").stat().st_size > 0
+    assert by_arm["b"].endswith("| 46.5 | 30.0 | 40.0 | 1.0 |  |  |  |  |")  # no cost.json: blank cost columns
+    (tmp_path / "ab" / "cost.json").write_text(json.dumps(
+        {"b": {"chunk_p95_ms": 12.34, "rtf": 0.0123, "onnx_mb": 27.61, "peak_rss_mb": 150.4}}))
+    assert ab.main(["--benchmarks", str(tmp_path)]) == 0
+    by_arm = {line.split(":")[0].strip("| "): line for line in readme.read_text().splitlines() if line.startswith("| ")}
+    assert by_arm["b"].endswith("| 12.3 | 0.012 | 27.6 | 150 |") and by_arm["a"].endswith("|  |  |  |  |")
     readme.write_text("no markers")
     with pytest.raises(SystemExit):
         ab.main(["--benchmarks", str(tmp_path)])
+
+
+def test_an_arms_cost_is_measured_without_torch(tmp_path):
+    """ab.py's cost worker streams an export through the beam search in a process where torch cannot load."""
+    from asr.model.onnx_backend import default_onnx_dir
+    out = tmp_path / "cost.json"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "ab.py"), "--cost-worker", str(default_onnx_dir()),
+                    "--manifest", str(DATA / "speechocean762" / "dev.jsonl"), "--limit", "2", "--json", str(out)],
+                   check=True, cwd=ROOT)
+    cost = json.loads(out.read_text())
+    assert cost["utterances"] == 2 and cost["chunks"] >= 2 and 0 < cost["chunk_p50_ms"] <= cost["chunk_p95_ms"]
+    assert 0 < cost["rtf"] < 1 and cost["peak_rss_mb"] > 50

@@ -5,26 +5,55 @@
 Each arm is a carried run of recipes/voices/continue.py whose periods append a row to its own JSON Lines file
 (recipes/voices/README.md, "Starting points and lookahead"); the reference arm (a) is the carried run itself,
 its rows after FORK_PERIOD. Writes the table between the markers in benchmarks/ab/README.md and the curve
-benchmarks/ab/curve.png: each arm's WER against its own hours of training since the A/B began (arms a and b
-start at FORK_PERIOD's scores; c and d from Whisper's encoder, with no score before their first period).
+benchmarks/ab/curve.png: each arm's WER against its compute since the A/B began (arms a and b start at
+FORK_PERIOD's scores; c and d from Whisper's encoder, with no score before their first period). Compute is
+counted in steps times what a step of the arm's shapes costs on one reference machine (Arm.step_s, from
+`python -m asr.tools.bench_step`), not in wall time: the 2-core machines that periods run on differ in speed
+by up to 2x from one period to the next (a tiny.en step took 2.0 s in one period and 0.96 s in another).
+
+    python scripts/bench/ab.py --cost [--limit 100] [--allow-load]
+
+measures what each arm's model costs to run, as the shipped one is measured: its latest candidate exported to
+ONNX fp32, streamed in 500 ms chunks through the beam search with the bundled word LM at 1 thread in a process
+without torch, over the first --limit dev utterances (chunk compute p95: model step and search, RTF, the
+export's size, the process's peak RSS); writes benchmarks/ab/cost.json, whose columns the table then shows.
+Run it on a quiet machine (scripts/bench/quiet.py): the shapes fix the cost, so once per arm is enough.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))  # the `bench` package
+DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
 FORK_PERIOD = 12  # the carried run's last period before the A/B: arms a and b go on from its state
-ARMS = [  # letter, what, progress rows (relative to --benchmarks), starts from the fork's scores
-    ("a", "the carried run, continued", "training_progress.jsonl", True),
-    ("b", "+ lookahead inside 480 ms chunks", "ab/lookahead.jsonl", True),
-    ("c", "Whisper tiny.en's encoder", "ab/whisper_tiny.jsonl", False),
-    ("d", "Whisper base's encoder (or base teaching c)", "ab/whisper_base.jsonl", False),
+class Arm(NamedTuple):
+    letter: str
+    what: str
+    rows: str  # its progress rows, relative to --benchmarks
+    from_fork: bool  # starts from the fork's weights and scores
+    state: str  # its state folder, relative to the checkout
+    step_s: float  # seconds a training step of its shapes takes on the reference machine (README: bench_step)
+
+
+ARMS = [
+    Arm("a", "the carried run, continued", "training_progress.jsonl", True, "recipes/voices/state", 0.869),
+    Arm("b", "+ lookahead inside 480 ms chunks", "ab/lookahead.jsonl", True, "recipes/ab/lookahead/state", 0.902),
+    Arm("c", "Whisper tiny.en's encoder", "ab/whisper_tiny.jsonl", False, "recipes/ab/whisper_tiny/state", 1.351),
+    Arm("d", "Whisper base's encoder (or base teaching c)", "ab/whisper_base.jsonl", False,
+        "recipes/ab/whisper_base/state", 3.080),
 ]
 COLUMNS = [("dev_greedy", "dev greedy"), ("dev_beam", "dev beam + LM"), ("kokoro_check_beam", "Kokoro check"),
            ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test")]
+COST_COLUMNS = [("chunk_p95_ms", "chunk p95 ms", 1), ("rtf", "RTF", 3), ("onnx_mb", "ONNX MB", 1),
+                ("peak_rss_mb", "RSS MB", 0)]
 BEGIN, END = "<!-- ab table: scripts/bench/ab.py -->", "<!-- end of ab table -->"
 
 
@@ -33,35 +62,90 @@ def read_rows(path: Path) -> list[dict]:
 
 
 def arm_rows(benchmarks: Path) -> tuple[dict, dict[str, list[dict]]]:
-    """(the fork's row, arm letter -> its rows after the fork, each with `ab_hours`: its training hours so far)."""
+    """(the fork's row, arm letter -> its rows after the fork, each with `ab_hours`: its wall hours of training so
+    far, and `ab_compute_hours`: its steps so far times its step's cost on the reference machine, in hours)."""
     carried = read_rows(benchmarks / "training_progress.jsonl")
     fork = next(r for r in carried if r["period"] == FORK_PERIOD)
     arms = {}
-    for letter, _, name, _ in ARMS:
-        rows = [r for r in read_rows(benchmarks / name) if r["period"] > FORK_PERIOD or letter not in "ab"]
+    for arm in ARMS:
+        rows = [r for r in read_rows(benchmarks / arm.rows) if r["period"] > FORK_PERIOD or not arm.from_fork]
         hours = 0.0
         for row in rows:
             hours += row["phase_minutes"]["train"] / 60
             row["ab_hours"] = round(hours, 2)
-        arms[letter] = rows
+            steps = row["steps"] - (fork["steps"] if arm.from_fork else 0)
+            row["ab_compute_hours"] = round(steps * arm.step_s / 3600, 2)
+        arms[arm.letter] = rows
     return fork, arms
 
 
-def table(fork: dict, arms: dict[str, list[dict]]) -> str:
-    lines = ["| arm | periods | training hours | steps | " + " | ".join(label for _, label in COLUMNS) + " |",
-             "|---|---:|---:|---:|" + "---:|" * len(COLUMNS),
-             f"| start: the carried run's period {FORK_PERIOD} | | | {fork['steps']} | "
-             + " | ".join(f"{fork[c]:.1f}" for c, _ in COLUMNS) + " |"]
-    for letter, what, _, from_fork in ARMS:
-        rows = arms[letter]
+def table(fork: dict, arms: dict[str, list[dict]], costs: dict[str, dict]) -> str:
+    """The arms' latest scores, and what their models cost where `costs` (cost.json) has them."""
+    lines = ["| arm | periods | training hours | steps | compute hours | " + " | ".join(label for _, label in COLUMNS) + " | "
+             + " | ".join(label for _, label, _ in COST_COLUMNS) + " |",
+             "|---|---:|---:|---:|---:|" + "---:|" * (len(COLUMNS) + len(COST_COLUMNS)),
+             f"| start: the carried run's period {FORK_PERIOD} | | | {fork['steps']} | | "
+             + " | ".join(f"{fork[c]:.1f}" for c, _ in COLUMNS) + " |" + " |" * len(COST_COLUMNS)]
+    for arm in ARMS:
+        letter, what, rows, cost = arm.letter, arm.what, arms[arm.letter], costs.get(arm.letter, {})
+        spent = " | ".join(f"{cost[c]:.{digits}f}" if c in cost else "" for c, _, digits in COST_COLUMNS) + " |"
         if not rows:
-            lines.append(f"| {letter}: {what} | 0 | | | " + " | ".join("" for _ in COLUMNS) + " |")
+            lines.append(f"| {letter}: {what} | 0 | | | | " + " | ".join("" for _ in COLUMNS) + " | " + spent)
             continue
         last = rows[-1]
-        steps = last["steps"] - (fork["steps"] if from_fork else 0)
+        steps = last["steps"] - (fork["steps"] if arm.from_fork else 0)
         lines.append(f"| {letter}: {what} | {len(rows)} | {last['ab_hours']:.2f} | {steps} | "
-                     + " | ".join(f"{last[c]:.1f}" for c, _ in COLUMNS) + " |")
+                     f"{last['ab_compute_hours']:.2f} | "
+                     + " | ".join(f"{last[c]:.1f}" for c, _ in COLUMNS) + " | " + spent)
     return "\n".join(lines)
+
+
+def cost_worker(onnx_dir: Path, manifest: Path, limit: int) -> dict:
+    """Stream the first `limit` utterances of `manifest` through the export in `onnx_dir` as asr.stream does (500 ms
+    chunks, beam search with the bundled word LM, 1 thread), in this process, which must not import torch."""
+    sys.modules["torch"] = None  # the torch-free runtime, as users of the [onnx] extra run it
+    import numpy as np  # noqa: PLC0415
+
+    from asr.audio import load_audio  # noqa: PLC0415
+    from asr.decoding.decoder import Decoder  # noqa: PLC0415
+    from asr.manifest import read_manifest  # noqa: PLC0415
+    from asr.recognizer import Recognizer  # noqa: PLC0415
+    from bench.ours import stream_clip  # noqa: PLC0415
+
+    meta = json.loads((onnx_dir / "model.json").read_text())
+    recognizer = Recognizer.load(onnx_dir / meta["files"]["fp32"], backend="onnx", threads=1)
+    decoder = Decoder.load(recognizer.tokenizer)
+    chunk_ms, audio_s = [], 0.0
+    for utt in read_manifest(manifest)[:limit]:
+        wave = load_audio(utt.audio)
+        chunk_ms += stream_clip(recognizer, decoder, wave, 8000)[1]
+        audio_s += wave.size / 16000
+    peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    return {"utterances": limit, "chunks": len(chunk_ms), "chunk_p50_ms": float(np.percentile(chunk_ms, 50)),
+            "chunk_p95_ms": float(np.percentile(chunk_ms, 95)), "rtf": sum(chunk_ms) / 1000 / audio_s,
+            "peak_rss_mb": peak_kb / 1024}
+
+
+def measure_costs(manifest: Path, limit: int, load: float) -> dict[str, dict]:
+    """Each arm's latest candidate exported and streamed (cost_worker, a process of its own) -> arm -> cost row."""
+    costs = {}
+    for arm in ARMS:
+        letter, state = arm.letter, arm.state
+        candidate = ROOT / state / "candidate.safetensors"
+        if not candidate.exists():
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run([sys.executable, "-m", "asr.export", "--onnx", tmp, "--model", str(candidate)],
+                           check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+            out = Path(tmp) / "cost.json"
+            subprocess.run([sys.executable, __file__, "--cost-worker", tmp, "--manifest", str(manifest),
+                            "--limit", str(limit), "--json", str(out)], check=True, cwd=ROOT)
+            onnx_mb = (Path(tmp) / "encoder.onnx").stat().st_size / 1e6
+            period = json.loads((ROOT / state / "state.json").read_text())["period"]
+            costs[letter] = {**json.loads(out.read_text()), "onnx_mb": onnx_mb, "period": period,
+                             "date": datetime.date.today().isoformat(), "load": load}
+        print(f"ab: arm {letter}: {json.dumps(costs[letter])}", flush=True)
+    return costs
 
 
 def plot(fork: dict, arms: dict[str, list[dict]], out: Path) -> None:
@@ -71,16 +155,16 @@ def plot(fork: dict, arms: dict[str, list[dict]], out: Path) -> None:
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for (letter, what, _, from_fork), color in zip(ARMS, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
-        rows = ([{**fork, "ab_hours": 0.0}] if from_fork else []) + arms[letter]
-        if len(rows) <= (1 if from_fork else 0):
+    for arm, color in zip(ARMS, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
+        rows = ([{**fork, "ab_compute_hours": 0.0}] if arm.from_fork else []) + arms[arm.letter]
+        if len(rows) <= (1 if arm.from_fork else 0):
             continue
-        hours = [r["ab_hours"] for r in rows]
-        ax.plot(hours, [r["dev_beam"] for r in rows], "o-", color=color, label=f"{letter}: {what} (beam + LM)")
-        ax.plot(hours, [r["dev_greedy"] for r in rows], "o--", color=color, alpha=0.6, label=f"{letter}: greedy")
-    ax.set_xlabel("hours of training since the A/B began (each arm its own)")
+        hours = [r["ab_compute_hours"] for r in rows]
+        ax.plot(hours, [r["dev_beam"] for r in rows], "o-", color=color, label=f"{arm.letter}: {arm.what} (beam + LM)")
+        ax.plot(hours, [r["dev_greedy"] for r in rows], "o--", color=color, alpha=0.6, label=f"{arm.letter}: greedy")
+    ax.set_xlabel("compute since the A/B began: steps x the step's cost on the reference machine (hours)")
     ax.set_ylabel("speechocean762 dev WER (%)")
-    ax.set_title("Starting points and lookahead: the arms at equal training time")
+    ax.set_title("Starting points and lookahead: the arms at equal compute")
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize=7)
@@ -90,17 +174,32 @@ def plot(fork: dict, arms: dict[str, list[dict]], out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench import quiet  # noqa: PLC0415
+
     parser = argparse.ArgumentParser(prog="python scripts/bench/ab.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmarks", type=Path, default=ROOT / "benchmarks")
+    parser.add_argument("--cost", action="store_true", help="measure each arm's model first (cost.json)")
+    parser.add_argument("--manifest", type=Path, default=DEV, help="the utterances --cost streams")
+    parser.add_argument("--limit", type=int, default=100, help="how many of them")
+    parser.add_argument("--cost-worker", type=Path, metavar="ONNX_DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
+    quiet.add_allow_load(parser)
     args = parser.parse_args(argv)
-    readme = args.benchmarks / "ab" / "README.md"
+    if args.cost_worker:
+        args.json.write_text(json.dumps(cost_worker(args.cost_worker, args.manifest, args.limit)))
+        return 0
+    readme, cost_file = args.benchmarks / "ab" / "README.md", args.benchmarks / "ab" / "cost.json"
     text = readme.read_text() if readme.exists() else ""
     if BEGIN not in text or END not in text:
         parser.error(f"{readme}: no '{BEGIN}' ... '{END}' markers to write the table between")
+    if args.cost:
+        load = quiet.guard(args.allow_load, cost_file, "ab")
+        cost_file.write_text(json.dumps(measure_costs(args.manifest, args.limit, load), indent=1) + "\n")
+    costs = json.loads(cost_file.read_text()) if cost_file.exists() else {}
     fork, arms = arm_rows(args.benchmarks)
     head, rest = text.split(BEGIN, 1)
-    readme.write_text(head + BEGIN + "\n" + table(fork, arms) + "\n" + END + rest.split(END, 1)[1])
+    readme.write_text(head + BEGIN + "\n" + table(fork, arms, costs) + "\n" + END + rest.split(END, 1)[1])
     plot(fork, arms, args.benchmarks / "ab" / "curve.png")
     print(f"ab: wrote {readme} and {args.benchmarks / 'ab' / 'curve.png'}")
     return 0

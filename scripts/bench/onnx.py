@@ -228,13 +228,13 @@ def main(argv: list[str] | None = None) -> int:
 
     quiet.add_allow_load(p)
     args = p.parse_args(argv)
-    quiet.guard(args.allow_load, args.out, "onnx")  # committed figures: only on a quiet machine
     if args.worker:
         if args.worker != "torch":
             sys.modules["torch"] = None  # the ONNX runtime path must not need torch
         result = worker(args.worker, args.manifest, args.limit, args.onnx_dir, args.chunk_ms)
         args.json.write_text(json.dumps(result))
         return 0
+    quiet.guard(args.allow_load, args.out, "onnx")  # committed figures: only on a quiet machine
     run(args.limit, args.manifest, args.onnx_dir, args.out, args.chunk_ms, tuple(args.variants.split(",")))
     return 0
 

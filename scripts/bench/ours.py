@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from asr.audio import SAMPLE_RATE, rechunk
 from asr.decoding.decoder import Decoder
@@ -128,6 +127,8 @@ def endpoint_delays(recognizer: Recognizer, decoder: Decoder, clips: list[Clip],
 
 def thread_rtf(recognizer: Recognizer, decoder: Decoder, clips: list[Clip], chunk: int, threads: list[int]) -> list[dict]:
     """Real-time factor of streaming and of whole-utterance decoding with each torch thread count."""
+    import torch  # noqa: PLC0415 (this module also runs where torch is not installed)
+
     rows, saved = [], torch.get_num_threads()
     audio = sum(c.seconds for c in clips)
     for n in threads:
