@@ -312,3 +312,23 @@ def test_an_arms_cost_is_measured_without_torch(tmp_path):
     cost = json.loads(out.read_text())
     assert cost["utterances"] == 2 and cost["chunks"] >= 2 and 0 < cost["chunk_p50_ms"] <= cost["chunk_p95_ms"]
     assert 0 < cost["rtf"] < 1 and cost["peak_rss_mb"] > 50
+
+
+def test_a_state_too_big_for_the_budget_carries_its_weights_and_not_its_candidate(tmp_path, monkeypatch):
+    from asr.model.loader import random_model
+    work, state = tmp_path / "p001", tmp_path / "state"
+    work.mkdir()
+    for name in ("last.safetensors", "candidate.safetensors"):
+        save_model(work / name, *random_model())
+    period = {"period": 1, "previous": {"kokoro_slices": []},
+              "kokoro_slice": {"manifest": str(tmp_path / "train_kokoro_en_p001.jsonl"), "start": 0, "end": 5}}
+    row = {"date": "2026-11-29", "steps": 10, "train_minutes": 1.0, "kokoro_hours_seen": 0.1}
+    carry.write_state(state, work, period, row)
+    size = (state / "model.safetensors").stat().st_size
+    assert (state / "candidate.safetensors").exists() and carry.read_state(state)["candidate_carried"]
+    monkeypatch.setattr(carry, "STATE_BUDGET_BYTES", size + 1000)  # room for the weights, not for both files
+    carry.write_state(state, work, period, row)
+    assert sorted(p.name for p in state.iterdir()) == ["model.safetensors", "state.json"]
+    assert carry.read_state(state)["candidate_carried"] is False
+    following, _ = carry.current_period(tmp_path / "runs", state, tmp_path, carry.BLEND_SEED_BASE)
+    assert following["period"] == 2 and "previous_candidate" not in following  # its candidate: its own mean

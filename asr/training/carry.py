@@ -3,7 +3,8 @@
 The run's state between periods is one small folder committed with the code (recipes/voices/state/):
 `model.safetensors` (the weights where training stopped, float16 but for the CMVN stats, with the
 tokenizer), `candidate.safetensors` (the period's scored model, stored the same way: the mean of the
-period's checkpoints and the previous period's candidate) and `state.json`
+period's checkpoints and the previous period's candidate; left out where the two files would pass
+STATE_BUDGET_BYTES, what one period may commit) and `state.json`
 (the period, the step, the schedule's position, the Kokoro slices used so far, the cumulative training
 minutes). The optimizer's moments are not carried (they would triple the folder):
 AdamW with betas (0.9, 0.98) forgets its moments within ~100 steps anyway, and a continued period ramps
@@ -27,6 +28,7 @@ PHASES = ["data", "train", "export", "score"]  # a period's phases, in order (re
 BLEND_SEED_BASE = 20261125  # engines.KOKORO_EN_BLEND_SEED: period p's Kokoro blends use this + p
 DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "pretrained" / "default.safetensors"
 STATE_FILES = ("model.safetensors", "candidate.safetensors", "state.json")
+STATE_BUDGET_BYTES = 40_000_000  # what one period may commit: a bigger model carries its weights, not its candidate
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -233,7 +235,8 @@ def plot_progress(progress: Path, out: Path) -> None:
 
 def write_state(state_dir: Path, work: Path, period: dict, row: dict) -> None:
     """Replace the committed state with this period's (newest only): float16 weights where training
-    stopped, float16 weights of the scored candidate (what a promotion ships), and state.json."""
+    stopped, float16 weights of the scored candidate (what a promotion ships) unless the two together pass
+    STATE_BUDGET_BYTES (then the next period's candidate is that period's own mean), and state.json."""
     from asr.model.loader import load_model, save_model  # noqa: PLC0415
 
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -244,6 +247,10 @@ def write_state(state_dir: Path, work: Path, period: dict, row: dict) -> None:
                          ("candidate.safetensors", "candidate.safetensors")):
         encoder, tokenizer, info = load_model(work / source)
         save_model(state_dir / name, encoder, tokenizer, {**info, "period": period["period"]}, half=True)
+    carried = sum((state_dir / name).stat().st_size for name in ("model.safetensors", "candidate.safetensors"))
+    candidate_carried = carried <= STATE_BUDGET_BYTES
+    if not candidate_carried:  # e.g. Whisper base's shapes, 40 MB each: the next period's candidate is its own mean
+        (state_dir / "candidate.safetensors").unlink()
     slices = period["previous"]["kokoro_slices"] + [{"period": period["period"], **period["kokoro_slice"]}]
     for s in slices:
         s["manifest"] = Path(s["manifest"]).name  # this machine's paths stay out of the repo
@@ -251,7 +258,7 @@ def write_state(state_dir: Path, work: Path, period: dict, row: dict) -> None:
         "period": period["period"], "date": row["date"], "steps": row["steps"],
         "schedule": {"next_step_offset": row["steps"], "rewarm_steps": REWARM_STEPS},
         "train_minutes": row["train_minutes"], "kokoro_hours_seen": row["kokoro_hours_seen"],
-        "kokoro_slices": slices, "layers": encoder.cfg.n_layers})
+        "kokoro_slices": slices, "layers": encoder.cfg.n_layers, "candidate_carried": candidate_carried})
 
 
 def score_sets(data_root: Path, check_sets: Path) -> dict[str, tuple[list[str], str]]:

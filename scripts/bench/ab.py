@@ -131,7 +131,8 @@ def measure_costs(manifest: Path, limit: int, load: float) -> dict[str, dict]:
     costs = {}
     for arm in ARMS:
         letter, state = arm.letter, arm.state
-        candidate = ROOT / state / "candidate.safetensors"
+        candidate = ROOT / state / "candidate.safetensors"  # a state too big to carry it: its last weights
+        candidate = candidate if candidate.exists() else candidate.with_name("model.safetensors")
         if not candidate.exists():
             continue
         with tempfile.TemporaryDirectory() as tmp:
