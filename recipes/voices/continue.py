@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     if carry.beats_default(row, a.progress):
         print(f"continue: {work / 'candidate.safetensors'} beats the shipped model on dev and both check sets "
               "with FSDD under 3%: promote it (recipes/voices/README.md, 'Promotion')", flush=True)
-    print(f"continue: commit it: git add {a.state} {a.progress.parent / 'training_progress*'} && git commit -m 'Training period "
+    print(f"continue: commit it: git add {a.state} {a.progress.with_suffix('')}* && git commit -m 'Training period "
           f"{period['period']}'", flush=True)
     return 0
 
