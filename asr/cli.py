@@ -139,6 +139,9 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam-size", type=positive_int, default=defaults.beam_size, help="beam width (with an LM)")
     parser.add_argument("--beam-threshold", type=float, default=defaults.beam_threshold,
                         help="prune hypotheses this far below the best (with an LM)")
+    parser.add_argument("--token-beam", type=positive_int, default=defaults.token_beam,
+                        help="units a hypothesis may extend by at each frame, the likeliest (with an LM; "
+                             f"default {defaults.token_beam or 'all'})")
     parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with an LM)")
     parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with an LM)")
     parser.add_argument("--lexicon-words", type=positive_int, default=defaults.lexicon_words,
@@ -203,7 +206,8 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
     if hotwords and api.word_lm(bundled, args.greedy, args.beam, args.lm) is None:
         raise ValueError("--hotwords needs the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
     cfg = BeamConfig(args.beam_size, args.lm_weight, args.word_score,
-                     getattr(args, "lexicon_words", BeamConfig().lexicon_words), args.beam_threshold)
+                     getattr(args, "lexicon_words", BeamConfig().lexicon_words), args.beam_threshold,
+                     getattr(args, "token_beam", BeamConfig().token_beam))
     return api.load_decoder(recognizer, bundled, args.greedy, args.beam, args.lm, cfg, hotwords,
                             restore=not getattr(args, "plain", True), restorer=getattr(args, "restorer", None),
                             hotword_min_confidence=getattr(args, "hotword_min_confidence", 0.0),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from functools import cached_property
 from typing import Iterable
 
 import sentencepiece as spm
@@ -75,6 +76,16 @@ class Tokenizer:
         if self.sp:
             return self.sp.id_to_piece(token).startswith("\u2581")
         return _CHAR_UNITS[token] == "|"
+
+    @cached_property
+    def piece_texts(self) -> tuple[str, ...]:
+        """Each unit's text as `decode([id])` gives it, by id (a table: word grouping looks up every token)."""
+        return tuple(self.decode([i]) for i in range(self.vocab_size))
+
+    @cached_property
+    def word_starts(self) -> tuple[bool, ...]:
+        """`starts_word(id)` for every id, as a table."""
+        return tuple(self.starts_word(i) for i in range(self.vocab_size))
 
     def to_bytes(self) -> bytes:
         header = json.dumps({"kind": self.kind}).encode() + b"\n"

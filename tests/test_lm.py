@@ -251,3 +251,16 @@ def test_the_lexicon_is_the_lms_most_probable_words(tmp_path: Path) -> None:
     assert set(only_one.text(only_one.decode(logprobs)).split()) <= {ranked[0]}
     with pytest.raises(ValueError, match="lexicon words must be >= 1"):
         BeamConfig(lexicon_words=0).validate()
+
+
+def test_the_token_beam_keeps_each_frames_likeliest_units(tmp_path: Path) -> None:
+    tokenizer = Tokenizer("char")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    logprobs = emissions(tokenizer, SPOKEN)  # the C of "CAT" is each frame's second likeliest unit
+    two = beam_decoder(tokenizer, arpa, token_beam=2)
+    assert two.text(two.decode(logprobs)) == "THE CAT"
+    one = beam_decoder(tokenizer, arpa, token_beam=1)
+    assert "CAT" not in one.text(one.decode(logprobs)).split()
+    with pytest.raises(ValueError, match="token beam must be >= 1"):
+        BeamConfig(token_beam=0).validate()

@@ -72,11 +72,11 @@ def word_json(word: Word) -> dict:
 def word_groups(tokens: list[Token], tokenizer: Tokenizer) -> list[tuple[str, list[Token]]]:
     """The words the tokens spell, each with its tokens (a word-start unit opens a new word)."""
     groups: list[list[Token]] = []
+    pieces, starts = tokenizer.piece_texts, tokenizer.word_starts
     for token in tokens:
-        piece = tokenizer.decode([token.id])
-        if not groups or tokenizer.starts_word(token.id):
+        if not groups or starts[token.id]:
             groups.append([])
-        if piece.strip():
+        if pieces[token.id].strip():
             groups[-1].append(token)
     words = [(tokenizer.decode([t.id for t in group]).strip(), group) for group in groups]
     return [(text, group) for text, group in words if text]
