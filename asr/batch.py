@@ -140,7 +140,7 @@ def run_batched(recognizer: Recognizer, sources: Sequence[Source], make_sink: Ca
     """Every source stepped in length-sorted padded batches; yields (index into `sources`, the sink's result or
     the AudioError that stopped it) as each file completes. `make_sink(index)`: where that file's log-probs
     go. `progress`: called with the seconds of audio of each step's windows. `decode_thread`: the sinks run
-    on one thread beside the encoder (False: inline, for measuring). `seconds`: the sources' durations for the
+    on one thread beside the encoder (False: inline, where every core already runs a process of its own). `seconds`: the sources' durations for the
     length sort where the caller knows them (a manifest's); the others' are read from their headers here."""
     if not batch_seconds > 0 or not window_seconds > 0:
         raise ValueError(f"batch and window seconds must be > 0 (got {batch_seconds}, {window_seconds})")
@@ -241,18 +241,18 @@ def in_order(results: Iterator[tuple[int, Any]], sources: Sequence[Source]) -> I
 def transcribe_batched(transcriber: "Transcriber", sources: Sequence[Source],
                        batch_seconds: float = DEFAULT_BATCH_SECONDS,
                        progress: Callable[[float], None] | None = None,
-                       window_seconds: float = WINDOW_SECONDS, seconds: Sequence[float | None] | None = None
-                       ) -> Iterator[tuple[Source, Transcript | AudioError]]:
+                       window_seconds: float = WINDOW_SECONDS, seconds: Sequence[float | None] | None = None,
+                       decode_thread: bool = True) -> Iterator[tuple[Source, Transcript | AudioError]]:
     """Files (paths, "-") or 16 kHz arrays (N,) -> (source, its Transcript or AudioError), in the order of
     `sources`; the text equals `transcriber.transcribe(source)`'s. `batch_seconds`: audio per encoder call
     (memory and speed); `progress`: called with seconds of audio as they are stepped; `seconds`: the sources'
-    durations if known (see `run_batched`)."""
+    durations if known; `decode_thread`: decode beside the encoder (see `run_batched`)."""
     def sink(index: int) -> Sink:
         source = sources[index]
         return TranscriptSink(transcriber, "<array>" if isinstance(source, np.ndarray) else str(source))
 
     return in_order(run_batched(transcriber.recognizer, sources, sink, batch_seconds, window_seconds, progress,
-                                seconds=seconds), sources)
+                                decode_thread, seconds), sources)
 
 
 def logprobs_batched(recognizer: Recognizer, sources: Sequence[Source], batch_seconds: float = DEFAULT_BATCH_SECONDS,
