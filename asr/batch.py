@@ -140,8 +140,9 @@ def run_batched(recognizer: Recognizer, sources: Sequence[Source], make_sink: Ca
     """Every source stepped in length-sorted padded batches; yields (index into `sources`, the sink's result or
     the AudioError that stopped it) as each file completes. `make_sink(index)`: where that file's log-probs
     go. `progress`: called with the seconds of audio of each step's windows. `decode_thread`: the sinks run
-    on one thread beside the encoder (False: inline, where every core already runs a process of its own). `seconds`: the sources' durations for the
-    length sort where the caller knows them (a manifest's); the others' are read from their headers here."""
+    on one thread beside the encoder (False: inline, where every core already runs a process of its own).
+    `seconds`: the sources' durations for the length sort where the caller knows them (a manifest's); the
+    others' are read from their headers here."""
     if not batch_seconds > 0 or not window_seconds > 0:
         raise ValueError(f"batch and window seconds must be > 0 (got {batch_seconds}, {window_seconds})")
     recognizer.check_chunk_ms(window_seconds * 1000)  # a lookahead model's chunk fits in a window

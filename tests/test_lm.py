@@ -257,7 +257,7 @@ def test_the_token_beam_keeps_each_frames_likeliest_units(tmp_path: Path) -> Non
     tokenizer = Tokenizer("char")
     arpa = tmp_path / "lm.arpa"
     arpa.write_text(build_arpa(CORPUS))
-    logprobs = emissions(tokenizer, SPOKEN)  # the C of "CAT" is each frame's second likeliest unit
+    logprobs = emissions(tokenizer, SPOKEN)  # the C of "CAT" is its frame's second likeliest unit
     two = beam_decoder(tokenizer, arpa, token_beam=2)
     assert two.text(two.decode(logprobs)) == "THE CAT"
     one = beam_decoder(tokenizer, arpa, token_beam=1)

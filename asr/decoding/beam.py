@@ -149,8 +149,9 @@ class WordLM:
         self.trie = self.build_trie([])
         self.unk = self.words.get_index(UNK)
         self.biasing = BiasingCache(self)  # hotword lists -> their Biasing (asr.decoding.biasing)
+        token_beam = min(cfg.token_beam or len(units), len(units))
         self.options = LexiconDecoderOptions(
-            beam_size=cfg.beam_size, beam_size_token=min(cfg.token_beam or len(units), len(units)), beam_threshold=cfg.beam_threshold, lm_weight=cfg.lm_weight,
+            beam_size=cfg.beam_size, beam_size_token=token_beam, beam_threshold=cfg.beam_threshold, lm_weight=cfg.lm_weight,
             word_score=cfg.word_score, unk_score=float("-inf"), sil_score=0.0, log_add=False,
             criterion_type=CriterionType.CTC)
 
