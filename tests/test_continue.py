@@ -297,6 +297,11 @@ def test_the_ab_table_and_curve_come_from_the_arms_rows(tmp_path, monkeypatch):
     assert ab.main(["--benchmarks", str(tmp_path)]) == 0
     by_arm = {line.split(":")[0].strip("| "): line for line in readme.read_text().splitlines() if line.startswith("| ")}
     assert by_arm["b"].endswith("| 12.3 | 0.012 | 27.6 | 150 |") and by_arm["a"].endswith("|  |  |  |  |")
+    measured = []
+    monkeypatch.setattr(ab, "measure_costs", lambda manifest, limit, load, letters: measured.append(letters) or {
+        "d": {"chunk_p95_ms": 20.0, "rtf": 0.02, "onnx_mb": 80.0, "peak_rss_mb": 190.0}})
+    assert ab.main(["--benchmarks", str(tmp_path), "--cost", "--arms", "d", "--allow-load"]) == 0
+    assert measured == ["d"] and set(json.loads((tmp_path / "ab" / "cost.json").read_text())) == {"b", "d"}  # b kept
     readme.write_text("no markers")
     with pytest.raises(SystemExit):
         ab.main(["--benchmarks", str(tmp_path)])

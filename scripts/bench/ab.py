@@ -11,13 +11,14 @@ counted in steps times what a step of the arm's shapes costs on one reference ma
 `python -m asr.tools.bench_step`), not in wall time: the 2-core machines that periods run on differ in speed
 by up to 2x from one period to the next (a tiny.en step took 2.0 s in one period and 0.96 s in another).
 
-    python scripts/bench/ab.py --cost [--limit 100] [--allow-load]
+    python scripts/bench/ab.py --cost [--arms abcd] [--limit 100] [--allow-load]
 
 measures what each arm's model costs to run, as the shipped one is measured: its latest candidate exported to
 ONNX fp32, streamed in 500 ms chunks through the beam search with the bundled word LM at 1 thread in a process
 without torch, over the first --limit dev utterances (chunk compute p95: model step and search, RTF, the
 export's size, the process's peak RSS); writes benchmarks/ab/cost.json, whose columns the table then shows.
-Run it on a quiet machine (scripts/bench/quiet.py): the shapes fix the cost, so once per arm is enough.
+Run it on a quiet machine (scripts/bench/quiet.py): the shapes fix the cost, so once per arm is enough (--arms
+measures only those arms and keeps the others' rows).
 """
 from __future__ import annotations
 
@@ -126,11 +127,14 @@ def cost_worker(onnx_dir: Path, manifest: Path, limit: int) -> dict:
             "peak_rss_mb": peak_kb / 1024}
 
 
-def measure_costs(manifest: Path, limit: int, load: float) -> dict[str, dict]:
-    """Each arm's latest candidate exported and streamed (cost_worker, a process of its own) -> arm -> cost row."""
+def measure_costs(manifest: Path, limit: int, load: float, letters: str) -> dict[str, dict]:
+    """The latest candidate of each arm in `letters`, exported and streamed (cost_worker, a process of its own)
+    -> arm -> cost row."""
     costs = {}
     for arm in ARMS:
         letter, state = arm.letter, arm.state
+        if letter not in letters:
+            continue
         candidate = ROOT / state / "candidate.safetensors"  # a state too big to carry it: its last weights
         candidate = candidate if candidate.exists() else candidate.with_name("model.safetensors")
         if not candidate.exists():
@@ -183,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cost", action="store_true", help="measure each arm's model first (cost.json)")
     parser.add_argument("--manifest", type=Path, default=DEV, help="the utterances --cost streams")
     parser.add_argument("--limit", type=int, default=100, help="how many of them")
+    parser.add_argument("--arms", default="".join(arm.letter for arm in ARMS),
+                        help="the arms --cost measures (letters; the others keep their rows in cost.json)")
     parser.add_argument("--cost-worker", type=Path, metavar="ONNX_DIR", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
     quiet.add_allow_load(parser)
@@ -196,7 +202,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{readme}: no '{BEGIN}' ... '{END}' markers to write the table between")
     if args.cost:
         load = quiet.guard(args.allow_load, cost_file, "ab")
-        cost_file.write_text(json.dumps(measure_costs(args.manifest, args.limit, load), indent=1) + "\n")
+        kept = json.loads(cost_file.read_text()) if cost_file.exists() else {}
+        measured = measure_costs(args.manifest, args.limit, load, args.arms)
+        costs = {arm.letter: measured.get(arm.letter, kept.get(arm.letter)) for arm in ARMS}
+        cost_file.write_text(json.dumps({k: v for k, v in costs.items() if v}, indent=1) + "\n")
     costs = json.loads(cost_file.read_text()) if cost_file.exists() else {}
     fork, arms = arm_rows(args.benchmarks)
     head, rest = text.split(BEGIN, 1)
