@@ -80,13 +80,23 @@ def arm_rows(benchmarks: Path) -> tuple[dict, dict[str, list[dict]]]:
     return fork, arms
 
 
-def table(fork: dict, arms: dict[str, list[dict]], costs: dict[str, dict]) -> str:
-    """The arms' latest scores, and what their models cost where `costs` (cost.json) has them."""
+def shipped_scores(benchmarks: Path) -> dict | None:
+    """The shipped model's scores, the bar every arm is measured against (training_progress_reference.json)."""
+    path = benchmarks / "training_progress_reference.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def table(fork: dict, arms: dict[str, list[dict]], costs: dict[str, dict], shipped: dict | None = None) -> str:
+    """The arms' latest scores under the shipped model's (if given), and what their models cost where `costs`
+    (cost.json) has them."""
     lines = ["| arm | periods | training hours | steps | compute hours | " + " | ".join(label for _, label in COLUMNS) + " | "
              + " | ".join(label for _, label, _ in COST_COLUMNS) + " |",
-             "|---|---:|---:|---:|---:|" + "---:|" * (len(COLUMNS) + len(COST_COLUMNS)),
-             f"| start: the carried run's period {FORK_PERIOD} | | | {fork['steps']} | | "
-             + " | ".join(f"{fork[c]:.1f}" for c, _ in COLUMNS) + " |" + " |" * len(COST_COLUMNS)]
+             "|---|---:|---:|---:|---:|" + "---:|" * (len(COLUMNS) + len(COST_COLUMNS))]
+    if shipped:
+        lines.append(f"| the shipped model ({shipped['date']}) | | | | | "
+                     + " | ".join(f"{shipped[c]:.1f}" for c, _ in COLUMNS) + " |" + " |" * len(COST_COLUMNS))
+    lines.append(f"| start: the carried run's period {FORK_PERIOD} | | | {fork['steps']} | | "
+                 + " | ".join(f"{fork[c]:.1f}" for c, _ in COLUMNS) + " |" + " |" * len(COST_COLUMNS))
     for arm in ARMS:
         letter, what, rows, cost = arm.letter, arm.what, arms[arm.letter], costs.get(arm.letter, {})
         spent = " | ".join(f"{cost[c]:.{digits}f}" if c in cost else "" for c, _, digits in COST_COLUMNS) + " |"
@@ -153,13 +163,13 @@ def measure_costs(manifest: Path, limit: int, load: float, letters: str) -> dict
     return costs
 
 
-def plot(fork: dict, arms: dict[str, list[dict]], out: Path) -> None:
+def plot(fork: dict, arms: dict[str, list[dict]], out: Path, shipped: dict | None = None) -> None:
     import matplotlib  # noqa: PLC0415 (the train extra)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(7, 5.6))
     for arm, color in zip(ARMS, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
         rows = ([{**fork, "ab_compute_hours": 0.0}] if arm.from_fork else []) + arms[arm.letter]
         if len(rows) <= (1 if arm.from_fork else 0):
@@ -167,12 +177,17 @@ def plot(fork: dict, arms: dict[str, list[dict]], out: Path) -> None:
         hours = [r["ab_compute_hours"] for r in rows]
         ax.plot(hours, [r["dev_beam"] for r in rows], "o-", color=color, label=f"{arm.letter}: {arm.what} (beam + LM)")
         ax.plot(hours, [r["dev_greedy"] for r in rows], "o--", color=color, alpha=0.6, label=f"{arm.letter}: greedy")
+    if shipped:
+        ax.axhline(shipped["dev_beam"], color="gray", linestyle=":", label="the shipped model (beam + LM)")
+        ax.axhline(shipped["dev_beam"] - 2, color="black", linestyle=":", linewidth=0.8,
+                   label="2 points better: the bar an arm must pass")
+        ax.set_ylim(bottom=min(ax.get_ylim()[0], shipped["dev_beam"] - 4))
     ax.set_xlabel("compute since the A/B began: steps x the step's cost on the reference machine (hours)")
     ax.set_ylabel("speechocean762 dev WER (%)")
     ax.set_title("Starting points and lookahead: the arms at equal compute")
     ax.grid(alpha=0.3)
     if ax.lines:
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below: no point hidden
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -208,9 +223,10 @@ def main(argv: list[str] | None = None) -> int:
         cost_file.write_text(json.dumps({k: v for k, v in costs.items() if v}, indent=1) + "\n")
     costs = json.loads(cost_file.read_text()) if cost_file.exists() else {}
     fork, arms = arm_rows(args.benchmarks)
+    shipped = shipped_scores(args.benchmarks)
     head, rest = text.split(BEGIN, 1)
-    readme.write_text(head + BEGIN + "\n" + table(fork, arms, costs) + "\n" + END + rest.split(END, 1)[1])
-    plot(fork, arms, args.benchmarks / "ab" / "curve.png")
+    readme.write_text(head + BEGIN + "\n" + table(fork, arms, costs, shipped) + "\n" + END + rest.split(END, 1)[1])
+    plot(fork, arms, args.benchmarks / "ab" / "curve.png", shipped)
     print(f"ab: wrote {readme} and {args.benchmarks / 'ab' / 'curve.png'}")
     return 0
 
