@@ -302,6 +302,9 @@ def test_the_ab_table_and_curve_come_from_the_arms_rows(tmp_path, monkeypatch):
         "d": {"chunk_p95_ms": 20.0, "rtf": 0.02, "onnx_mb": 80.0, "peak_rss_mb": 190.0}})
     assert ab.main(["--benchmarks", str(tmp_path), "--cost", "--arms", "d", "--allow-load"]) == 0
     assert measured == ["d"] and set(json.loads((tmp_path / "ab" / "cost.json").read_text())) == {"b", "d"}  # b kept
+    with pytest.raises(SystemExit):  # no arm x
+        ab.main(["--benchmarks", str(tmp_path), "--cost", "--arms", "dx", "--allow-load"])
+    assert measured == ["d"]
     (tmp_path / "training_progress_reference.json").write_text(json.dumps(
         {"date": "2026-11-27", "dev_greedy": 72.86, "dev_beam": 48.73, "fsdd_beam": 1.6, "synthetic_check_beam": 47.98,
          "kokoro_check_beam": 38.76}))

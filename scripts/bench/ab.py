@@ -215,13 +215,16 @@ def main(argv: list[str] | None = None) -> int:
     text = readme.read_text() if readme.exists() else ""
     if BEGIN not in text or END not in text:
         parser.error(f"{readme}: no '{BEGIN}' ... '{END}' markers to write the table between")
+    unknown = set(args.arms) - {arm.letter for arm in ARMS}
+    if unknown:
+        parser.error(f"--arms: no arm {', '.join(sorted(unknown))} (the arms are {''.join(a.letter for a in ARMS)})")
+    costs = json.loads(cost_file.read_text()) if cost_file.exists() else {}
     if args.cost:
         load = quiet.guard(args.allow_load, cost_file, "ab")
-        kept = json.loads(cost_file.read_text()) if cost_file.exists() else {}
         measured = measure_costs(args.manifest, args.limit, load, args.arms)
-        costs = {arm.letter: measured.get(arm.letter, kept.get(arm.letter)) for arm in ARMS}
-        cost_file.write_text(json.dumps({k: v for k, v in costs.items() if v}, indent=1) + "\n")
-    costs = json.loads(cost_file.read_text()) if cost_file.exists() else {}
+        costs = {arm.letter: measured.get(arm.letter, costs.get(arm.letter)) for arm in ARMS}  # the rest: kept
+        costs = {letter: cost for letter, cost in costs.items() if cost}
+        cost_file.write_text(json.dumps(costs, indent=1) + "\n")
     fork, arms = arm_rows(args.benchmarks)
     shipped = shipped_scores(args.benchmarks)
     head, rest = text.split(BEGIN, 1)
