@@ -242,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.score_peers:
         return score_saved_peers(args.peer_cache)
     load = quiet.guard(args.allow_load, args.out)  # the committed figures: only on a quiet machine
+    machine = quiet.machine()
     began = time.perf_counter()
     recognizer = Recognizer.load(args.model, threads=1)
     lm = args.lm or (default_lm_path() if not args.model else None)
@@ -308,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
         log("serve: the same with --backend onnx")
         serve_bench.main(["--out", str(args.out), "--server-args=--backend onnx", "--name", "serve_onnx", "--allow-load"])
         results["serve_onnx"] = json.loads((args.out / "serve_onnx.json").read_text())
+        log("serve: the onnx server's streams with two uploads running beside them")
+        serve_bench.main(["--out", str(args.out), "--server-args=--backend onnx", "--uploads", "2", "--name",
+                          "serve_uploads", "--allow-load"])
         log("serve: the most streams the cores could carry")
         ceiling_bench.main(["--out", str(args.out), "--allow-load"])
         results["serve_ceiling"] = json.loads((args.out / "serve_ceiling.json").read_text())
@@ -328,12 +332,13 @@ def main(argv: list[str] | None = None) -> int:
                                (("7. Torch, ONNX fp32 and ONNX int8", "onnx"), ("8. The streaming server", "serve"),
                                 ("8b. The streaming server on the onnx backend", "serve_onnx"),
                                 ("8c. The most streams the cores could carry", "serve_ceiling"),
+                                ("8d. The streaming server with two uploads running beside it", "serve_uploads"),
                                 ("9. Transcription under CPU load", "load"), ("10. Casing and punctuation", "restorer"),
                                 ("11. Hotwords", "hotwords"), ("12. Batched transcription", "batched"))]
     results["targets"] = targets(results)
     results["meta"] = {"command": "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
                        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
-                       "load_at_start": load,
+                       "machine": machine, "load_at_start": load,
                        "torch": torch.__version__, "model": args.model or "bundled default",
                        "backend": "onnx" if "onnx" in recognizer.info else "torch", "lm": (args.lm or "bundled default") if beam else None,
                        "untrained": bool(recognizer.info.get("untrained")), "limit": args.limit, "smoke": args.smoke,

@@ -142,6 +142,20 @@ def test_benchmarks_refuse_committed_figures_on_a_busy_machine(tmp_path: Path, m
     assert quiet.guard(False, tmp_path) == 0.93  # not the committed folder (a smoke run's): never refused
 
 
+def test_benchmarks_name_the_machine_and_its_speed(monkeypatch) -> None:
+    """Every report says what it ran on: the core count, the processor and a measured speed."""
+    import os
+    import re
+
+    from helpers import ROOT
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from bench import quiet
+
+    assert quiet.matmul_gflops(size=64, seconds=0.05) > 0.1
+    described = quiet.machine()
+    assert re.fullmatch(rf"{os.cpu_count()} cores of .+, \d+ GFLOP/s a core", described), described
+
+
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
 def test_jobs_split_the_files_over_processes_with_the_same_output(files: list[Path], tmp_path: Path, capsys,
                                                                    monkeypatch, fork: bool) -> None:

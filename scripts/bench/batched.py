@@ -107,7 +107,8 @@ def measure(manifest: Path, limit: int, folder: Path) -> dict:
 def markdown(results: dict) -> str:
     lines = ["# Batched transcription against the per-file path\n",
              f"`python scripts/bench/batched.py`: `asr.transcribe` on {results['files']} files "
-             f"({results['audio_hours'] * 60:.1f} min of audio), model loading included, on {os.cpu_count()} cores "
+             f"({results['audio_hours'] * 60:.1f} min of audio), model loading included, on "
+             f"{results.get('machine') or str(os.cpu_count()) + ' cores'} "
              f"(1-minute load {results['load_at_start']} at the start); batched: --batch-seconds "
              f"{results['batch_seconds']:g}, {results['window_seconds']:g} s windows. Texts differing: against the "
              "per-file text, file by file. Peak RSS: the largest single process of a run (with --jobs, of the main process and the workers it waited for: "
@@ -131,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.manifest.is_file():
         parser.error(f"{args.manifest}: no such manifest")
     load = quiet.guard(args.allow_load, args.out, "batched")
+    machine = quiet.machine()
     with tempfile.TemporaryDirectory() as folder:
-        results = {**measure(args.manifest, args.limit, Path(folder)), "load_at_start": load}
+        results = {**measure(args.manifest, args.limit, Path(folder)), "load_at_start": load, "machine": machine}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "batched.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "batched.md").write_text(markdown(results))

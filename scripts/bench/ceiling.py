@@ -159,8 +159,8 @@ def render(result: dict) -> str:
         lines.append(f"| {r['rows']} | {r['cpu_ms_per_chunk']} | {r['features_and_model_ms']} | "
                      f"{r['cpu_ms_per_chunk'] + sockets['cpu_ms_per_chunk']:.2f} | {r['bound_streams']} | "
                      f"{r['bound_streams_with_clients']} |")
-    return (f"# asr.serve: the most streams the cores could carry\n\n`python scripts/bench/ceiling.py` on {cores} CPU "
-            f"cores ({result['date']}), graph: {'int8' if result['int8'] else 'fp32'}, the default decoding (beam search "
+    return (f"# asr.serve: the most streams the cores could carry\n\n`python scripts/bench/ceiling.py` on "
+            f"{result.get('machine') or str(cores) + ' CPU cores'} ({result['date']}), graph: {'int8' if result['int8'] else 'fp32'}, the default decoding (beam search "
             f"with the bundled word LM). Recognition: the server's `Recognition` stepping R streams of the serve "
             f"benchmark's speech in lockstep, one thread, CPU per 500 ms chunk. Sockets: a bare server on the same "
             f"`aiohttp` web stack that does nothing but receive {sockets['clients']} real-time clients' 100 ms messages "
@@ -186,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet.add_allow_load(p)
     args = p.parse_args(argv)
     quiet.guard(args.allow_load, args.out, "ceiling")  # committed figures: only on a quiet machine
+    machine = quiet.machine()
     if min(args.rows) < 1 or args.clients < 1 or min(args.seconds, args.socket_seconds) < 1:
         p.error("--rows and --clients must be >= 1, --seconds and --socket-seconds >= 1")
     recognition = recognition_cost(args.rows, args.seconds, args.int8)
@@ -195,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         served = r["cpu_ms_per_chunk"] + sockets["cpu_ms_per_chunk"]
         r["bound_streams"] = int(cores * 500 / served)
         r["bound_streams_with_clients"] = int(cores * 500 / (served + sockets["clients_cpu_ms_per_chunk"]))
-    result = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": cores, "int8": args.int8,
+    result = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": cores, "machine": machine,
+              "int8": args.int8,
               "recognition": recognition, "sockets": sockets}
     args.out.mkdir(parents=True, exist_ok=True)
     name = "serve_ceiling_int8" if args.int8 else "serve_ceiling"

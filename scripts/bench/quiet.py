@@ -4,6 +4,9 @@ measured with nothing else on the machine.
     quiet.add_allow_load(parser)                    # --allow-load
     load = quiet.guard(args.allow_load, args.out)   # the 1-minute load at the start, recorded beside the figures
 
+`machine()` names the processor the figures come from and measures its speed: machines that describe themselves alike
+("2 cores of AMD EPYC") have differed by up to 3x from one day to the next, so every figure carries both.
+
 `guard` refuses, with one line and exit status 2, to write into the committed folder (benchmarks/) when the
 1-minute load average is above `MAX_LOAD`, unless told to (`--allow-load`: then the figures carry the load
 they were measured at). Other folders (a smoke run's) are never refused.
@@ -12,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import sys
+import time
 from pathlib import Path
 
 COMMITTED = Path(__file__).resolve().parents[2] / "benchmarks"  # the figures RESULTS.md and the README quote
@@ -29,6 +34,42 @@ def add_allow_load(parser: argparse.ArgumentParser) -> None:
 def load_now() -> float:
     """The 1-minute load average."""
     return round(os.getloadavg()[0], 2)
+
+
+def machine() -> str:
+    """The processor and its speed in one phrase, e.g. "2 cores of AMD EPYC at 2596 MHz, 123 GFLOP/s a core"
+    (Linux's /proc/cpuinfo, elsewhere what `platform` knows; the speed: `matmul_gflops`)."""
+    cores = os.cpu_count() or 1
+    fields: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, colon, value = line.partition(":")
+            if colon:
+                fields.setdefault(key.strip(), value.strip())  # the first core's
+    except OSError:
+        pass
+    name = fields.get("model name") or platform.processor()
+    try:
+        mhz = float(fields.get("cpu MHz", 0))
+    except ValueError:
+        mhz = 0.0
+    return (f"{cores} cores of {name or 'an unnamed processor'}" + (f" at {mhz:.0f} MHz" if mhz else "")
+            + f", {matmul_gflops():.0f} GFLOP/s a core")
+
+
+def matmul_gflops(size: int = 256, seconds: float = 0.3) -> float:
+    """float32 matrix products (size x size, the scale of the model's) per CPU-second of this process, in GFLOP:
+    a core's speed where the model spends most of its time (CPU time, so a BLAS thread pool cannot inflate it)."""
+    import numpy as np  # noqa: PLC0415
+
+    a = np.random.default_rng(0).standard_normal((size, size), dtype=np.float32)
+    a @ a  # warm
+    products, began = 0, time.process_time()
+    while (spent := time.process_time() - began) < seconds:
+        for _ in range(20):
+            a @ a
+        products += 20
+    return 2 * size ** 3 * products / spent / 1e9
 
 
 def guard(allow_load: bool, out: Path, tool: str = "benchmark") -> float:
