@@ -196,3 +196,33 @@ def test_manifest_durations_are_read_once_and_sort_the_batches(files: list[Path]
     stepped = list(batch.run_batched(asr.load(greedy=True).recognizer, found, lambda _: batch.LogprobSink(30),
                                      seconds=seconds, decode_thread=False))
     assert sorted(index for index, _ in stepped) == [0, 1, 2]
+
+
+def test_peak_rss_is_the_runs_own_and_its_workers_not_the_starting_process(tmp_path: Path, monkeypatch) -> None:
+    """bench/peak.py: a small run started by a large process reports its own peak, and a worker's peak counts."""
+    import os
+    import subprocess
+
+    from helpers import ROOT
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from bench import peak
+
+    (tmp_path / "grows.py").write_text(
+        "import multiprocessing, sys\n"
+        "def grow(mb):\n"
+        "    block = bytearray(mb << 20)\n"
+        "    block[::4096] = b'x' * len(block[::4096])\n"
+        "if __name__ == '__main__':\n"
+        "    worker = multiprocessing.get_context('fork').Process(target=grow, args=(int(sys.argv[1]),))\n"
+        "    worker.start(); worker.join()\n")
+    ballast = bytearray(400 << 20)  # this process is large: its children's ru_maxrss start from it
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    for worker_mb in (0, 200):
+        report = tmp_path / f"peak{worker_mb}"
+        run = subprocess.Popen(peak.command(report, "grows", str(worker_mb)), env=env)
+        _, status, usage = os.wait4(run.pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert usage.ru_maxrss / 1024 > 400  # what os.wait4 would have reported
+        measured = peak.read_mb(report)
+        assert worker_mb < measured < worker_mb + 150, (worker_mb, measured)

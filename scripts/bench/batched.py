@@ -4,7 +4,8 @@
                                     [--out benchmarks] [--allow-load]
 
 Runs `python -m asr.transcribe` on the manifest's first `--limit` files as a user would (model loading
-included), each run in a fresh process whose peak RSS is its own (os.wait4), greedy and beam + word LM:
+included), each run in a fresh process whose peak RSS is its own and its workers' (bench/peak.py), greedy and
+beam + word LM:
 
   per-file   --batch-seconds 0 (one file at a time, 2 s steps: the path before asr.batch), 1 thread
   batched    the default --batch-seconds, 1 thread, then 2 threads (2 cores), then --jobs 2 (two worker
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ fol
 
 from asr.batch import DEFAULT_BATCH_SECONDS, WINDOW_SECONDS  # noqa: E402
 from asr.manifest import read_manifest, write_manifest  # noqa: E402
-from bench import quiet  # noqa: E402
+from bench import peak, quiet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
@@ -39,25 +40,24 @@ def transcribe(manifests: list[Path], args: list[str]) -> tuple[float, float, di
     """`asr.transcribe` on each manifest, one process each, all at once -> (wall seconds, largest peak RSS in
     MB, file -> text)."""
     began, outs, procs = time.perf_counter(), [], []
-    for manifest in manifests:
-        out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # files: a full pipe would block it
-        procs.append((subprocess.Popen([sys.executable, "-m", "asr.transcribe", str(manifest), *args], cwd=ROOT,
-                                       stdout=out, stderr=err, text=True), err))
-        outs.append(out)
-    peak = 0.0
-    for proc, err in procs:
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
-            err.seek(0)
-            raise SystemExit(f"batched: error: asr.transcribe {' '.join(args)} failed: {err.read().strip()[-500:]}")
-        peak = max(peak, usage.ru_maxrss / 1024)
-    wall = time.perf_counter() - began
+    with tempfile.TemporaryDirectory() as folder:
+        reports = [Path(folder) / f"peak{i}" for i in range(len(manifests))]
+        for manifest, report in zip(manifests, reports):
+            out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")  # files: a full pipe would block it
+            procs.append((subprocess.Popen(peak.command(report, "asr.transcribe", str(manifest), *args), cwd=ROOT,
+                                           stdout=out, stderr=err, text=True), err))
+            outs.append(out)
+        for proc, err in procs:
+            if proc.wait() != 0:
+                err.seek(0)
+                raise SystemExit(f"batched: error: asr.transcribe {' '.join(args)} failed: {err.read().strip()[-500:]}")
+        wall = time.perf_counter() - began
+        largest = max(peak.read_mb(report) for report in reports)
     texts: dict[str, str] = {}
     for out in outs:
         out.seek(0)
         texts.update(line.rstrip("\n").split("\t", 1) for line in out if "\t" in line)
-    return wall, peak, texts
+    return wall, largest, texts
 
 
 def halves(manifest: Path, folder: Path) -> list[Path]:
@@ -111,8 +111,8 @@ def markdown(results: dict) -> str:
              f"{results.get('machine') or str(os.cpu_count()) + ' cores'} "
              f"(1-minute load {results['load_at_start']} at the start); batched: --batch-seconds "
              f"{results['batch_seconds']:g}, {results['window_seconds']:g} s windows. Texts differing: against the "
-             "per-file text, file by file. Peak RSS: the largest single process of a run (with --jobs, of the main process and the workers it waited for: "
-             "os.wait4 counts them).\n",
+             "per-file text, file by file. Peak RSS: the largest single process of a run (with --jobs, of the main process and "
+             "its workers; scripts/bench/peak.py).\n",
              "| decoder | run | wall (s) | audio h / h | speed-up | peak RSS (MB) | texts differing |",
              "|---|---|---|---|---|---|---|"]
     for decoder, runs in results["decoders"].items():

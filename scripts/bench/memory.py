@@ -5,14 +5,14 @@
 Makes `--minutes` of audio by cycling through real speechocean762 dev utterances (generated on
 the fly, so the audio itself takes no memory), feeds it in 500 ms chunks through the streaming
 emission loop (asr.endpoint.emissions, which calls Recognizer.step), and prints one JSON line:
-RSS after loading the model, VmHWM / ru_maxrss at the end, RSS samples along the way, and the
-chunk compute times early and late in the stream (latency must not grow either).
+RSS after loading the model, the peak (VmHWM: ru_maxrss would carry the starting process's peak
+across exec), RSS samples along the way, and the chunk compute times early and late in the stream
+(latency must not grow either).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import resource
 import sys
 import time
 from pathlib import Path
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     tenth = max(1, len(times) // 10)
     print(json.dumps({
         "minutes": args.minutes, "start_rss_mb": start_mb, "vmhwm_mb": status_mb("VmHWM"),
-        "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rss_samples": samples,
+        "rss_samples": samples,
         "wall_s": wall, "rtf": wall / (args.minutes * 60), "finals": finals,
         "chunk_ms_first_10pct": percentiles(times[:tenth]), "chunk_ms_last_10pct": percentiles(times[-tenth:])}))
     return 0

@@ -15,7 +15,6 @@ import argparse
 import datetime
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -95,7 +94,8 @@ def worker(variant: str, manifest: Path, limit: int | None, onnx_dir: Path, chun
         "chunks": len(chunk_times), "chunk_p50_ms": percentile(chunk_times, 50), "chunk_p95_ms": percentile(chunk_times, 95),
         "rtf": compute_s / audio_s, "beam_rtf": beam_s / audio_s,
         "wer_greedy": 100 * jiwer.wer(refs, hyps_greedy), "wer_beam": 100 * jiwer.wer(refs, hyps_beam),
-        "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "worker_peak_rss_mb": int(next(line for line in open("/proc/self/status")
+                                       if line.startswith("VmHWM:")).split()[1]) / 1024,
         "torch_imported": "torch" in sys.modules and sys.modules["torch"] is not None,
         "hyps_greedy": hyps_greedy, "hyps_beam": hyps_beam,
     }
@@ -118,32 +118,22 @@ def long_file(manifest: Path, seconds: float, out: Path) -> Path:
     return out
 
 
-# Runs a module as `python -m` would, then writes the process's own peak RSS (VmHWM, which exec resets:
-# wait4's ru_maxrss keeps the peak of the process it was forked from) to the file named in argv[1].
-_PEAK_RSS = ("import atexit, runpy, sys\n"
-             "report = sys.argv.pop(1)\n"
-             "def peak():\n"
-             "    hwm = next(l for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
-             "    open(report, 'w').write(hwm.split()[1])\n"
-             "atexit.register(peak)\n"
-             "sys.argv = sys.argv[1:]\n"
-             "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n")
-
-
 def transcribe_rss(variant: str, onnx_dir: Path, audio: Path, decoding: str) -> dict:
     """Peak RSS (MB), wall time and text of `python -m asr.transcribe AUDIO --greedy|--beam` in a fresh process."""
+    from bench import peak  # noqa: PLC0415
+
     backend, path = model_path(variant, onnx_dir)
     args = [str(audio), "--backend", backend, f"--{decoding}"] + (["--onnx-dir", str(path)] if backend == "onnx" else [])
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "peak_kb"
-        cmd = [sys.executable, "-c", _PEAK_RSS, str(report), "asr.transcribe", *args]
+        cmd = peak.command(report, "asr.transcribe", *args)
         began = time.perf_counter()
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
         wall = time.perf_counter() - began
         if done.returncode:
             raise RuntimeError(f"asr.transcribe {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-        peak_kb = int(report.read_text())
-    return {f"rss_{decoding}_mb": peak_kb / 1024, f"transcribe_{decoding}_wall_s": wall,
+        peak_mb = peak.read_mb(report)
+    return {f"rss_{decoding}_mb": peak_mb, f"transcribe_{decoding}_wall_s": wall,
             f"transcribe_{decoding}_text": done.stdout.strip()}
 
 

@@ -81,14 +81,14 @@ def speed_table(results: dict) -> str:
 
 
 def memory_table(results: dict) -> str:
-    lines = ["| audio streamed (min) | RSS after load (MB) | peak RSS VmHWM (MB) | ru_maxrss (MB) | RSS at end (MB) | "
-             "RTF | chunk p95 first / last 10% (ms) |", "|---:|---:|---:|---:|---:|---:|---|"]
+    lines = ["| audio streamed (min) | RSS after load (MB) | peak RSS VmHWM (MB) | RSS at end (MB) | "
+             "RTF | chunk p95 first / last 10% (ms) |", "|---:|---:|---:|---:|---:|---|"]
     for r in results["memory"]:
         if "error" in r:
-            lines.append(f"| {r['minutes']:g} | failed: {r['error']} | | | | | |")
+            lines.append(f"| {r['minutes']:g} | failed: {r['error']} | | | | |")
             continue
         end = r["rss_samples"][-1]["rss_mb"] if r["rss_samples"] else r["start_rss_mb"]
-        lines.append(f"| {r['minutes']:g} | {r['start_rss_mb']:.0f} | {r['vmhwm_mb']:.0f} | {r['ru_maxrss_mb']:.0f} | "
+        lines.append(f"| {r['minutes']:g} | {r['start_rss_mb']:.0f} | {r['vmhwm_mb']:.0f} | "
                      f"{end:.0f} | {r['rtf']:.4f} | {r['chunk_ms_first_10pct']['p95']:.1f} / "
                      f"{r['chunk_ms_last_10pct']['p95']:.1f} |")
     return "\n".join(lines)
@@ -157,9 +157,8 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
     out += ["## 4. Memory\n",
             "Each length streams in a fresh process: real dev utterances looped (generated on the fly), 500 ms "
             "chunks through the emission loop (`Recognizer.step` + endpointing), 1 thread, the default backend. "
-            "Most of the RSS is the torch library, which the benchmark's own helpers import whatever the backend "
-            "(`import torch` alone took ~730 MB here, measured 2026-11-22); what matters is that the peak does not "
-            "grow with the length of the stream.\n",
+            "Peak RSS is the process's own VmHWM (its ru_maxrss would be the benchmark's, which Linux carries across "
+            "exec); what matters is that it does not grow with the length of the stream.\n",
             memory_table(results), "",
             "## 5. Scaling\n",
             f"Encoder alone, the benchmarked model's architecture ({meta['architecture']}), random weights and "
