@@ -270,12 +270,19 @@ def score_sets(data_root: Path, check_sets: Path) -> dict[str, tuple[list[str], 
             "kokoro_check_beam": (["--manifest", str(check_sets / "check_kokoro_en.jsonl")], "beam")}
 
 
+def cpuinfo(field: str) -> str | None:
+    """The first processor's `field` in /proc/cpuinfo ("model name", "cpu MHz"), None where there is none."""
+    path = Path("/proc/cpuinfo")
+    for line in path.read_text().splitlines() if path.exists() else []:
+        key, colon, value = line.partition(":")
+        if colon and key.strip() == field:
+            return value.strip()
+    return None
+
+
 def cpu_name() -> str:
     """The processor's model name (/proc/cpuinfo), else the platform's machine type."""
-    cpuinfo = Path("/proc/cpuinfo")
-    names = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.exists() else [])
-             if line.startswith("model name")]
-    return names[0] if names else platform.machine()
+    return cpuinfo("model name") or platform.machine()
 
 
 def gpu_name() -> str | None:

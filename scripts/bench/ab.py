@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -122,6 +123,7 @@ def cost_worker(onnx_dir: Path, manifest: Path, limit: int) -> dict:
     from asr.manifest import read_manifest  # noqa: PLC0415
     from asr.recognizer import Recognizer  # noqa: PLC0415
     from bench.ours import stream_clip  # noqa: PLC0415
+    from bench.server_process import proc_rss_mb  # noqa: PLC0415
 
     meta = json.loads((onnx_dir / "model.json").read_text())
     recognizer = Recognizer.load(onnx_dir / meta["files"]["fp32"], backend="onnx", threads=1)
@@ -131,10 +133,9 @@ def cost_worker(onnx_dir: Path, manifest: Path, limit: int) -> dict:
         wave = load_audio(utt.audio)
         chunk_ms += stream_clip(recognizer, decoder, wave, 8000)[1]
         audio_s += wave.size / 16000
-    peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
     return {"utterances": limit, "chunks": len(chunk_ms), "chunk_p50_ms": float(np.percentile(chunk_ms, 50)),
             "chunk_p95_ms": float(np.percentile(chunk_ms, 95)), "rtf": sum(chunk_ms) / 1000 / audio_s,
-            "peak_rss_mb": peak_kb / 1024}
+            "peak_rss_mb": proc_rss_mb(os.getpid(), "VmHWM")}
 
 
 def measure_costs(manifest: Path, limit: int, load: float, letters: str) -> dict[str, dict]:

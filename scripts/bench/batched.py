@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -108,7 +107,7 @@ def markdown(results: dict) -> str:
     lines = ["# Batched transcription against the per-file path\n",
              f"`python scripts/bench/batched.py`: `asr.transcribe` on {results['files']} files "
              f"({results['audio_hours'] * 60:.1f} min of audio), model loading included, on "
-             f"{results.get('machine') or str(os.cpu_count()) + ' cores'} "
+             f"{results['machine']} "
              f"(1-minute load {results['load_at_start']} at the start); batched: --batch-seconds "
              f"{results['batch_seconds']:g}, {results['window_seconds']:g} s windows. Texts differing: against the "
              "per-file text, file by file. Peak RSS: the largest single process of a run (with --jobs, of the main process and "

@@ -160,7 +160,7 @@ def render(result: dict) -> str:
                      f"{r['cpu_ms_per_chunk'] + sockets['cpu_ms_per_chunk']:.2f} | {r['bound_streams']} | "
                      f"{r['bound_streams_with_clients']} |")
     return (f"# asr.serve: the most streams the cores could carry\n\n`python scripts/bench/ceiling.py` on "
-            f"{result.get('machine') or str(cores) + ' CPU cores'} ({result['date']}), graph: {'int8' if result['int8'] else 'fp32'}, the default decoding (beam search "
+            f"{result['machine']} ({result['date']}), graph: {'int8' if result['int8'] else 'fp32'}, the default decoding (beam search "
             f"with the bundled word LM). Recognition: the server's `Recognition` stepping R streams of the serve "
             f"benchmark's speech in lockstep, one thread, CPU per 500 ms chunk. Sockets: a bare server on the same "
             f"`aiohttp` web stack that does nothing but receive {sockets['clients']} real-time clients' 100 ms messages "
@@ -186,9 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     quiet.add_allow_load(p)
     args = p.parse_args(argv)
     quiet.guard(args.allow_load, args.out, "ceiling")  # committed figures: only on a quiet machine
-    machine = quiet.machine()
     if min(args.rows) < 1 or args.clients < 1 or min(args.seconds, args.socket_seconds) < 1:
         p.error("--rows and --clients must be >= 1, --seconds and --socket-seconds >= 1")
+    machine = quiet.machine()
     recognition = recognition_cost(args.rows, args.seconds, args.int8)
     sockets = socket_cost(args.clients, args.socket_seconds)
     cores = os.cpu_count() or 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,14 +29,7 @@ from asr.endpoint import emissions  # noqa: E402
 from asr.recognizer import Recognizer  # noqa: E402
 from bench.data import SETS, Clip, EvalSet, load_set, looped_chunks  # noqa: E402
 from bench.ours import percentiles  # noqa: E402
-
-
-def status_mb(field: str) -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+from bench.server_process import proc_rss_mb  # noqa: E402
 
 
 def source_clips(count: int, manifest: Path | None = None) -> list[Clip]:
@@ -64,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     chunk = round(args.chunk_ms * SAMPLE_RATE / 1000)
     for _ in emissions(recognizer, looped_chunks(clips, 5.0, chunk), decoder):  # warm-up
         pass
-    start_mb = status_mb("VmRSS")
+    start_mb = proc_rss_mb(os.getpid())
     total_chunks = -(-round(args.minutes * 60 * SAMPLE_RATE) // chunk)
     marks = {max(1, round(total_chunks * f / 10)) for f in range(1, 11)}
     samples, times, seen, finals = [], [], 0, 0
@@ -75,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             yield piece
             seen += 1
             if seen in marks:
-                samples.append({"minutes": seen * chunk / SAMPLE_RATE / 60, "rss_mb": status_mb("VmRSS")})
+                samples.append({"minutes": seen * chunk / SAMPLE_RATE / 60, "rss_mb": proc_rss_mb(os.getpid())})
 
     began = time.perf_counter()
     last_chunk = -1
@@ -87,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - began
     tenth = max(1, len(times) // 10)
     print(json.dumps({
-        "minutes": args.minutes, "start_rss_mb": start_mb, "vmhwm_mb": status_mb("VmHWM"),
+        "minutes": args.minutes, "start_rss_mb": start_mb, "vmhwm_mb": proc_rss_mb(os.getpid(), "VmHWM"),
         "rss_samples": samples,
         "wall_s": wall, "rtf": wall / (args.minutes * 60), "finals": finals,
         "chunk_ms_first_10pct": percentiles(times[:tenth]), "chunk_ms_last_10pct": percentiles(times[-tenth:])}))

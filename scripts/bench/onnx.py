@@ -64,6 +64,7 @@ def worker(variant: str, manifest: Path, limit: int | None, onnx_dir: Path, chun
     from asr.manifest import read_manifest
     from asr.recognizer import Recognizer
     from asr.text import normalize
+    from bench.server_process import proc_rss_mb
 
     backend, path = model_path(variant, onnx_dir)
     began = time.perf_counter()
@@ -94,8 +95,7 @@ def worker(variant: str, manifest: Path, limit: int | None, onnx_dir: Path, chun
         "chunks": len(chunk_times), "chunk_p50_ms": percentile(chunk_times, 50), "chunk_p95_ms": percentile(chunk_times, 95),
         "rtf": compute_s / audio_s, "beam_rtf": beam_s / audio_s,
         "wer_greedy": 100 * jiwer.wer(refs, hyps_greedy), "wer_beam": 100 * jiwer.wer(refs, hyps_beam),
-        "worker_peak_rss_mb": int(next(line for line in open("/proc/self/status")
-                                       if line.startswith("VmHWM:")).split()[1]) / 1024,
+        "worker_peak_rss_mb": proc_rss_mb(os.getpid(), "VmHWM"),
         "torch_imported": "torch" in sys.modules and sys.modules["torch"] is not None,
         "hyps_greedy": hyps_greedy, "hyps_beam": hyps_beam,
     }

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -38,22 +37,15 @@ def load_now() -> float:
 
 def machine() -> str:
     """The processor and its speed in one phrase, e.g. "2 cores of AMD EPYC at 2596 MHz, 123 GFLOP/s a core"
-    (Linux's /proc/cpuinfo, elsewhere what `platform` knows; the speed: `matmul_gflops`)."""
+    (the name as training progress rows give it, `asr.training.carry.cpu_name`; the speed: `matmul_gflops`)."""
+    from asr.training.carry import cpu_name, cpuinfo  # noqa: PLC0415
+
     cores = os.cpu_count() or 1
-    fields: dict[str, str] = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, colon, value = line.partition(":")
-            if colon:
-                fields.setdefault(key.strip(), value.strip())  # the first core's
-    except OSError:
-        pass
-    name = fields.get("model name") or platform.processor()
-    try:
-        mhz = float(fields.get("cpu MHz", 0))
+        mhz = float(cpuinfo("cpu MHz") or 0)
     except ValueError:
         mhz = 0.0
-    return (f"{cores} cores of {name or 'an unnamed processor'}" + (f" at {mhz:.0f} MHz" if mhz else "")
+    return (f"{cores} cores of {cpu_name()}" + (f" at {mhz:.0f} MHz" if mhz else "")
             + f", {matmul_gflops():.0f} GFLOP/s a core")
 
 

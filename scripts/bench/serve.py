@@ -222,7 +222,7 @@ def table(rows: list[dict]) -> str:
 def render(result: dict) -> str:
     """serve.md from the measurements."""
     return (f"# asr.serve: concurrent real-time streams\n\n"
-            f"`python scripts/bench/serve.py` on {result.get('machine') or str(result['cpus']) + ' CPU cores'} "
+            f"`python scripts/bench/serve.py` on {result['machine']} "
             f"({result['date']}); server options: "
             f"{result['server_args']}, {result['workers']} worker process(es). Each client streams "
             f"{result['seconds_per_client']:g} s of speech at real time in 100 ms messages; latency is end to end at the "
@@ -298,7 +298,7 @@ def survey(server_args: list[str], args: argparse.Namespace, loop_ends: list[int
         server.stop()
     return {"rows": sorted(rows, key=lambda r: r["clients"]), "largest_n_p95_under_250ms": largest_under(rows),
             "idle_rss_mb": idle_rss, "workers": workers, "seconds_per_client": args.seconds, "cpus": os.cpu_count(),
-            "machine": getattr(args, "machine", None),
+            "machine": args.machine,
             "uploads": args.uploads, "upload_seconds": args.upload_seconds,
             "server_args": " ".join(server_args) or "(defaults: beam search with the bundled word LM)",
             "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M")}
@@ -328,7 +328,6 @@ def main(argv: list[str] | None = None) -> int:
     quiet.add_allow_load(p)
     args = p.parse_args(argv)
     quiet.guard(args.allow_load, args.out, "serve")  # committed figures: only on a quiet machine
-    args.machine = quiet.machine()  # measured before any server runs
     if min(args.clients) < 1 or args.seconds <= 0 or (args.workers is not None and args.workers < 1):
         p.error("--clients and --workers must be >= 1 and --seconds > 0")
     if args.uploads < 0 or args.upload_seconds <= 0:
@@ -337,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--soak must be > 0 minutes and --soak-clients >= 1")
     if args.soak is not None and args.baseline is not None:
         p.error("--baseline compares surveys; the soak runs one server")
+    args.machine = quiet.machine()  # measured before any server runs
     workers = [] if args.workers is None else ["--workers", str(args.workers)]
     configs = [args.server_args.split() + workers] + ([] if args.baseline is None else [args.baseline.split() + workers])
     result: dict | None = None
