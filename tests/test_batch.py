@@ -199,7 +199,8 @@ def test_manifest_durations_are_read_once_and_sort_the_batches(files: list[Path]
 
 
 def test_peak_rss_is_the_runs_own_and_its_workers_not_the_starting_process(tmp_path: Path, monkeypatch) -> None:
-    """bench/peak.py: a small run started by a large process reports its own peak, and a worker's peak counts."""
+    """bench/peak.py: a small run started by a large process reports its own peak, and a worker's peak and CPU
+    time count."""
     import os
     import subprocess
 
@@ -208,10 +209,12 @@ def test_peak_rss_is_the_runs_own_and_its_workers_not_the_starting_process(tmp_p
     from bench import peak
 
     (tmp_path / "grows.py").write_text(
-        "import multiprocessing, sys\n"
+        "import multiprocessing, sys, time\n"
         "def grow(mb):\n"
         "    block = bytearray(mb << 20)\n"
         "    block[::4096] = b'x' * len(block[::4096])\n"
+        "    while time.process_time() < 0.5:\n"
+        "        pass\n"
         "if __name__ == '__main__':\n"
         "    worker = multiprocessing.get_context('fork').Process(target=grow, args=(int(sys.argv[1]),))\n"
         "    worker.start(); worker.join()\n")
@@ -226,3 +229,27 @@ def test_peak_rss_is_the_runs_own_and_its_workers_not_the_starting_process(tmp_p
         assert usage.ru_maxrss / 1024 > 400  # what os.wait4 would have reported
         measured = peak.read_mb(report)
         assert worker_mb < measured < worker_mb + 150, (worker_mb, measured)
+        assert 0.5 < peak.read_cpu_s(report) < 5  # the worker's half second of CPU counts
+
+
+def test_cpu_split_accounts_for_every_path_and_restores_what_it_timed(monkeypatch, capsys) -> None:
+    """bench/split.py: per-file and batched rows whose parts are CPU time spent (none negative, the encoder's
+    the largest, the same texts), a FLOP rate from torch's counter, and the timed functions put back after."""
+    import re
+
+    import asr.recognizer
+    from asr.decoding.decoder import Decoder
+    from helpers import ROOT
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from bench import split
+
+    originals = (asr.recognizer.stream_fbank, Decoder.finish)
+    assert split.main(["--manifest", str(DEV), "--limit", "6", "--greedy", "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = {name: [float(x) for x in rest.split()] for name, rest in re.findall(r"^(per-file|batched) +(.+)$", out, re.M)}
+    assert set(rows) == {"per-file", "batched"}, out
+    for encoder, features, search, finals, rest, total, rate in rows.values():
+        assert min(encoder, features, search, finals) >= 0 and rest > -0.01 and rate > 0, out
+        assert encoder == max(encoder, features, search, finals, rest) and total >= encoder, out
+    assert "texts differing: 0 of 6" in out and re.search(r"encoder: \d+ GFLOP", out), out
+    assert (asr.recognizer.stream_fbank, Decoder.finish) == originals

@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
 
 
-def transcribe(manifests: list[Path], args: list[str]) -> tuple[float, float, dict[str, str]]:
+def transcribe(manifests: list[Path], args: list[str]) -> tuple[float, float, float, dict[str, str]]:
     """`asr.transcribe` on each manifest, one process each, all at once -> (wall seconds, largest peak RSS in
-    MB, file -> text)."""
+    MB, CPU-seconds of every process and worker, file -> text)."""
     began, outs, procs = time.perf_counter(), [], []
     with tempfile.TemporaryDirectory() as folder:
         reports = [Path(folder) / f"peak{i}" for i in range(len(manifests))]
@@ -52,11 +52,12 @@ def transcribe(manifests: list[Path], args: list[str]) -> tuple[float, float, di
                 raise SystemExit(f"batched: error: asr.transcribe {' '.join(args)} failed: {err.read().strip()[-500:]}")
         wall = time.perf_counter() - began
         largest = max(peak.read_mb(report) for report in reports)
+        cpu = sum(peak.read_cpu_s(report) for report in reports)
     texts: dict[str, str] = {}
     for out in outs:
         out.seek(0)
         texts.update(line.rstrip("\n").split("\t", 1) for line in out if "\t" in line)
-    return wall, largest, texts
+    return wall, largest, cpu, texts
 
 
 def halves(manifest: Path, folder: Path) -> list[Path]:
@@ -90,15 +91,15 @@ def measure(manifest: Path, limit: int, folder: Path) -> dict:
         runs, reference = [], None
         for name, processes, extra in RUNS:
             manifests = [subset] if processes == 1 else halves(subset, folder)
-            wall, peak, texts = transcribe(manifests, ["--" + decoder, *extra])
+            wall, peak, cpu, texts = transcribe(manifests, ["--" + decoder, *extra])
             reference = reference or texts
             differ = sum(texts.get(path) != text for path, text in reference.items())
             runs.append({"run": name, "processes": processes, "wall_s": round(wall, 2),
                          "audio_hours_per_hour": round(audio_h * 3600 / wall, 1),
                          "speedup": round(runs[0]["wall_s"] / wall, 2) if runs else 1.0,
-                         "peak_rss_mb": round(peak), "texts_differing": differ})
-            print(f"batched: {decoder:6} {name:24} {wall:7.2f} s  x{runs[-1]['speedup']:.2f}  {peak:5.0f} MB  "
-                  f"{differ} text(s) differ", flush=True)
+                         "cpu_s": round(cpu, 2), "peak_rss_mb": round(peak), "texts_differing": differ})
+            print(f"batched: {decoder:6} {name:24} {wall:7.2f} s  {cpu:6.2f} CPU-s  x{runs[-1]['speedup']:.2f}  "
+                  f"{peak:5.0f} MB  {differ} text(s) differ", flush=True)
         results["decoders"][decoder] = runs
     return results
 
@@ -110,12 +111,12 @@ def markdown(results: dict) -> str:
              f"{results['machine']} "
              f"(1-minute load {results['load_at_start']} at the start); batched: --batch-seconds "
              f"{results['batch_seconds']:g}, {results['window_seconds']:g} s windows. Texts differing: against the "
-             "per-file text, file by file. Peak RSS: the largest single process of a run (with --jobs, of the main process and "
+             "per-file text, file by file. CPU: user + system seconds of the run's processes and workers. Peak RSS: the largest single process of a run (with --jobs, of the main process and "
              "its workers; scripts/bench/peak.py).\n",
-             "| decoder | run | wall (s) | audio h / h | speed-up | peak RSS (MB) | texts differing |",
-             "|---|---|---|---|---|---|---|"]
+             "| decoder | run | wall (s) | CPU (s) | audio h / h | speed-up | peak RSS (MB) | texts differing |",
+             "|---|---|---|---|---|---|---|---|"]
     for decoder, runs in results["decoders"].items():
-        lines += [f"| {decoder} | {r['run']} | {r['wall_s']} | {r['audio_hours_per_hour']} | x{r['speedup']} | "
+        lines += [f"| {decoder} | {r['run']} | {r['wall_s']} | {r['cpu_s']} | {r['audio_hours_per_hour']} | x{r['speedup']} | "
                   f"{r['peak_rss_mb']} | {r['texts_differing']} |" for r in runs]
     return "\n".join(lines) + "\n"
 
