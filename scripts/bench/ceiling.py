@@ -52,29 +52,24 @@ def recognition_cost(rows: list[int], seconds: float, int8: bool) -> list[dict]:
     from asr.recognizer import Recognizer
     from asr.server.recognition import Recognition
 
+    from bench.ours import cpu_timed
+
     recognizer = Recognizer.load(int8=int8)
     recognition = Recognition(recognizer, Decoder.load(recognizer.tokenizer, "bundled"), EndpointConfig())
-    step_many, model_s = recognizer.step_many, [0.0]
-
-    def timed_step(chunks, states):  # the features and the model's batched step
-        began = time.process_time()
-        try:
-            return step_many(chunks, states)
-        finally:
-            model_s[0] += time.process_time() - began
-    recognizer.step_many = timed_step
+    spent: dict[str, float] = {}
     out = []
     for r in rows:
         rng = np.random.default_rng(r)
         waves = [speech(seconds, int(rng.integers(5 * RATE))).astype(np.float32) / 32768 for _ in range(r)]
         streams = [recognition.open() for _ in range(r)]
         recognition.advance(streams, [w[:CHUNK] for w in waves])  # first-call costs stay out
-        model_s[0], chunks, began = 0.0, 0, time.process_time()
-        for start in range(CHUNK, waves[0].size, CHUNK):
-            recognition.advance(streams, [w[start:start + CHUNK] for w in waves])
-            chunks += r
+        spent["model"], chunks, began = 0.0, 0, time.process_time()
+        with cpu_timed(recognizer, "step_many", spent, "model"):  # the features and the model's batched step
+            for start in range(CHUNK, waves[0].size, CHUNK):
+                recognition.advance(streams, [w[start:start + CHUNK] for w in waves])
+                chunks += r
         total_ms = 1000 * (time.process_time() - began) / chunks
-        model_ms = 1000 * model_s[0] / chunks
+        model_ms = 1000 * spent["model"] / chunks
         out.append({"rows": r, "chunks": chunks, "cpu_ms_per_chunk": round(total_ms, 2),
                     "features_and_model_ms": round(model_ms, 2), "decoding_ms": round(total_ms - model_ms, 2)})
         print(f"ceiling: {r} rows per pass: {total_ms:.2f} ms per chunk (features and model {model_ms:.2f})", flush=True)

@@ -5,8 +5,10 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -19,6 +21,29 @@ from asr.scoring import UttResult, score
 from asr.text import normalize
 
 from bench.data import Clip
+
+
+@contextmanager
+def cpu_timed(owner: Any, name: str, spent: dict[str, float], part: str) -> Iterator[None]:
+    """While the block runs, every call of `owner.name` (a module's function, a class's or an object's method)
+    adds its CPU seconds (this process, all threads) to spent[part]; the original is put back after."""
+    original, own = getattr(owner, name), name in vars(owner)
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        began = time.process_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent[part] += time.process_time() - began
+
+    setattr(owner, name, timed)
+    try:
+        yield
+    finally:
+        if own:
+            setattr(owner, name, original)
+        else:  # an object's method, found on its class: the object's own attribute goes again
+            delattr(owner, name)
 
 
 def percentiles(values: list[float]) -> dict:

@@ -24,9 +24,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ folder: `bench` package
 
@@ -36,38 +35,20 @@ from asr.batch import DEFAULT_BATCH_SECONDS, transcribe_batched  # noqa: E402
 from asr.decoding.decoder import Decoder  # noqa: E402
 from asr.manifest import read_manifest  # noqa: E402
 from bench import quiet  # noqa: E402
+from bench.ours import cpu_timed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
 PARTS = ("encoder", "features", "search", "finals")
 
 
-@contextmanager
-def timed(owner: Any, name: str, spent: dict[str, float], part: str) -> Iterator[None]:
-    """`owner.name` (a function or method) adds its CPU seconds to spent[part] while the block runs."""
-    original = getattr(owner, name)
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        began = time.process_time()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spent[part] += time.process_time() - began
-
-    setattr(owner, name, wrapper)
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
-
-
 def split(model: Transcriber, run: Callable[[], list[str]]) -> tuple[dict[str, float], list[str]]:
     """`run()` -> (CPU seconds: its total and each of PARTS, the rest; the texts it returned)."""
     spent = dict.fromkeys(PARTS, 0.0)
     search = type(model.decoder.search())
-    with timed(type(model.recognizer.model), "step_many", spent, "encoder"), \
-            timed(asr.recognizer, "stream_fbank", spent, "features"), \
-            timed(search, "push", spent, "search"), timed(Decoder, "finish", spent, "finals"):
+    with cpu_timed(type(model.recognizer.model), "step_many", spent, "encoder"), \
+            cpu_timed(asr.recognizer, "stream_fbank", spent, "features"), \
+            cpu_timed(search, "push", spent, "search"), cpu_timed(Decoder, "finish", spent, "finals"):
         began = time.process_time()
         texts = run()
         spent["total"] = time.process_time() - began
