@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import os
 import sys
 from pathlib import Path
@@ -26,30 +27,42 @@ from asr.parallel import transcribe_in_processes
 from asr.recognizer import Recognizer
 
 
+def finite_float(text: str) -> float:
+    """The argparse type of every float option of every tool: a number, refusing NaN and the infinities (which
+    every comparison lets through: `--lm-weight nan` gave empty text)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
 def _positive(kind: type):
     def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if kind is float:
+            value = finite_float(text)
+        else:
+            try:
+                value = kind(text)
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be > 0 (got {text})")
         return value
     return parse
 
 
-def _non_negative(text: str) -> float:
-    value = float(text)
+def non_negative_float(text: str) -> float:
+    value = finite_float(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0 (got {text})")
     return value
 
 
 def _unit_interval(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = finite_float(text)
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1 (got {text})")
     return value
@@ -104,7 +117,7 @@ def add_chunk_ms(parser: argparse.ArgumentParser, default: float, help: str) -> 
 
 def add_batch_seconds(parser: argparse.ArgumentParser) -> None:
     """--batch-seconds: whole files stepped side by side in padded batches (asr.batch); 0 for one file at a time."""
-    parser.add_argument("--batch-seconds", type=_non_negative, default=DEFAULT_BATCH_SECONDS, metavar="S",
+    parser.add_argument("--batch-seconds", type=non_negative_float, default=DEFAULT_BATCH_SECONDS, metavar="S",
                         help="files sorted by length and stepped side by side, S seconds of audio per encoder call "
                              f"(same text; default {DEFAULT_BATCH_SECONDS:g}); 0: one file at a time, in --chunk-ms steps")
 
@@ -137,13 +150,13 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
                         help="beam search with the bundled word LM (the default with the bundled model)")
     parser.add_argument("--lm", help="beam search with this ARPA word LM (python -m asr.tools.lm) instead")
     parser.add_argument("--beam-size", type=positive_int, default=defaults.beam_size, help="beam width (with an LM)")
-    parser.add_argument("--beam-threshold", type=float, default=defaults.beam_threshold,
+    parser.add_argument("--beam-threshold", type=finite_float, default=defaults.beam_threshold,
                         help="prune hypotheses this far below the best (with an LM)")
     parser.add_argument("--token-beam", type=positive_int, default=defaults.token_beam,
                         help="units a hypothesis may extend by at each frame, the likeliest (with an LM; "
                              f"default {defaults.token_beam or 'all'})")
-    parser.add_argument("--lm-weight", type=float, default=defaults.lm_weight, help="LM weight (with an LM)")
-    parser.add_argument("--word-score", type=float, default=defaults.word_score, help="score per word (with an LM)")
+    parser.add_argument("--lm-weight", type=finite_float, default=defaults.lm_weight, help="LM weight (with an LM)")
+    parser.add_argument("--word-score", type=finite_float, default=defaults.word_score, help="score per word (with an LM)")
     parser.add_argument("--lexicon-words", type=positive_int, default=defaults.lexicon_words,
                         help=f"the LM's N most probable words make the search's lexicon (default {defaults.lexicon_words})")
     parser.add_argument("--hotwords", metavar="FILE",
@@ -168,7 +181,7 @@ def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
     defaults = EndpointConfig()
     parser.add_argument("--trailing-silence", type=positive_float, default=defaults.trailing_silence,
                         help=f"seconds of silence after speech that end a segment (default {defaults.trailing_silence:g})")
-    parser.add_argument("--min-segment", type=_non_negative, default=defaults.min_segment,
+    parser.add_argument("--min-segment", type=non_negative_float, default=defaults.min_segment,
                         help="seconds: a shorter segment does not end on silence (default 0)")
     parser.add_argument("--max-segment", type=positive_float, default=defaults.max_segment,
                         help=f"seconds: a segment this long ends wherever it is (default {defaults.max_segment:g})")

@@ -65,12 +65,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-streams", type=int, default=64, help="concurrent streams; more are closed with 1013")
     parser.add_argument("--token", default=os.environ.get("ASR_SERVE_TOKEN"),
                         help="require this secret (?token= or 'Authorization: Bearer'); default $ASR_SERVE_TOKEN")
-    parser.add_argument("--idle-timeout", type=float, default=30.0, help="close a stream silent this many seconds")
+    parser.add_argument("--idle-timeout", type=cli.finite_float, default=30.0, help="close a stream silent this many seconds")
     parser.add_argument("--max-message", type=int, default=256 * 1024, help="largest audio message in bytes")
-    parser.add_argument("--max-upload", type=float, default=25.0, metavar="MB",
+    parser.add_argument("--max-upload", type=cli.finite_float, default=25.0, metavar="MB",
                         help="largest file of POST /v1/audio/transcriptions in MB (default 25); more is refused with 413")
     parser.add_argument("--max-batch", type=int, default=64, help="most chunks in one encoder pass")
-    parser.add_argument("--batch-wait", type=float, default=BATCH_WAIT_MS, metavar="MS",
+    parser.add_argument("--batch-wait", type=cli.finite_float, default=BATCH_WAIT_MS, metavar="MS",
                         help=f"longest a chunk waits for others to share its encoder pass, in ms (default "
                              f"{BATCH_WAIT_MS:g}: never; saves CPU below the knee at a cost in latency; a lone stream never waits)")
     parser.add_argument("--workers", type=int, default=cores(),

@@ -1,6 +1,8 @@
 """Bad input: a correct result, or one error line naming the file and the reason plus a non-zero exit."""
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import os
 import pickle
@@ -167,3 +169,48 @@ def test_inference_uses_one_thread_unless_told(model_path: Path, tmp_path: Path,
     assert transcribe.main([str(audio), "--model", str(model_path), "--greedy", "--threads", "2"]) == 0
     assert torch.get_num_threads() == 2
     torch.set_num_threads(1)
+
+
+TOOLS = ["asr.transcribe", "asr.stream", "asr.evaluate", "asr.serve", "asr.export", "asr.corpus", "asr.tools.lm",
+         "asr.tools.tune_lm", "asr.tools.bench_step", "asr.tools.bench_attention", "asr.tools.bench_resume"]
+
+
+class _Parsed(Exception):
+    """Raised instead of parsing: carries the tool's parser out of its main."""
+
+
+def tool_parser(module: str, monkeypatch) -> argparse.ArgumentParser:
+    """The parser a tool's `main` builds (caught as it parses, so nothing runs)."""
+    def catch(parser, *args, **kwargs):
+        raise _Parsed(parser)
+    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", catch)
+    with pytest.raises(_Parsed) as caught:
+        importlib.import_module(module).main([])
+    monkeypatch.undo()
+    return caught.value.args[0]
+
+
+@pytest.mark.parametrize("module", TOOLS)
+def test_every_float_option_refuses_nan_and_infinity(module: str, monkeypatch) -> None:
+    """`--lm-weight nan` had been taken and gave empty text with exit 0: every option that takes a float, in
+    every tool, goes through the one type that refuses NaN and infinities."""
+    floats = []
+    for action in tool_parser(module, monkeypatch)._actions:
+        try:
+            parsed = action.type("2.5") if callable(action.type) else None
+        except (argparse.ArgumentTypeError, ValueError, TypeError):
+            continue
+        if isinstance(parsed, float):
+            floats.append(action.option_strings[0])
+            for bad in ("nan", "inf", "-inf", "NaN"):
+                with pytest.raises(argparse.ArgumentTypeError, match="finite"):
+                    action.type(bad)
+    assert floats or module in ("asr.export", "asr.corpus", "asr.tools.lm", "asr.tools.bench_resume"), module
+
+
+def test_a_nan_weight_is_one_error_line(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        transcribe.main(["x.wav", "--lm-weight", "nan"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == "python -m asr.transcribe: error: argument --lm-weight: not a finite number: 'nan'"

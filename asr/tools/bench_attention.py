@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
+from asr import cli
 from asr.model.encoder import Encoder, EncoderConfig
 from asr.model.loader import load_config
 from asr.pretrained import default_model_path
@@ -176,9 +177,9 @@ def table(rows: list[Measurement]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asr.tools.bench_attention", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, nargs="+", default=[1.0, 10.0, 60.0], help="audio lengths")
+    parser.add_argument("--minutes", type=cli.finite_float, nargs="+", default=[1.0, 10.0, 60.0], help="audio lengths")
     parser.add_argument("--window", type=int, default=50, help="sliding window in encoder frames (default 50)")
-    parser.add_argument("--max-gb", type=float, default=8.0, help="skip full attention past this estimate")
+    parser.add_argument("--max-gb", type=cli.finite_float, default=8.0, help="skip full attention past this estimate")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     parser.add_argument("--child", nargs=2, metavar=("WINDOW", "MINUTES"), help=argparse.SUPPRESS)

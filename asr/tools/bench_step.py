@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
+from asr import cli
 from asr.features import Fbank
 from asr.audio import load_audio
 from asr.manifest import read_manifest
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", nargs="*", default=[], help="model files")
     p.add_argument("--config", nargs="*", default=[], help="conf/model presets (e.g. small medium)")
     p.add_argument("--manifest", type=Path, default=Path("../shared/data/speechocean762/train.jsonl"))
-    p.add_argument("--seconds", type=float, default=40.0, help="padded audio per batch")
+    p.add_argument("--seconds", type=cli.finite_float, default=40.0, help="padded audio per batch")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--warmup", type=int, default=2)

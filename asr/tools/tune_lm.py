@@ -44,8 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = cli.new_parser("asr.tools.tune_lm", __doc__)
     cli.add_manifest_args(parser)
     parser.add_argument("--lm", nargs="+", help="ARPA word LM(s) to compare; default: the bundled one")
-    parser.add_argument("--lm-weights", type=float, nargs="+", default=[0.5, 1.0, 1.5])
-    parser.add_argument("--word-scores", type=float, nargs="+", default=[-1.0, 0.0, 1.0])
+    parser.add_argument("--lm-weights", type=cli.finite_float, nargs="+", default=[0.5, 1.0, 1.5])
+    parser.add_argument("--word-scores", type=cli.finite_float, nargs="+", default=[-1.0, 0.0, 1.0])
     parser.add_argument("--beam-size", type=cli.positive_int, default=BeamConfig().beam_size)
     args = parser.parse_args(argv)
     lms = args.lm or [path for path in [default_lm_path()] if path]
