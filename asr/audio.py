@@ -100,6 +100,7 @@ def read_blocks(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[
         raise AudioError(f"{path}: no such file")
     if path.is_dir():
         raise AudioError(f"{path}: is a directory")
+    _refuse_empty(path)
     try:
         audio = sf.SoundFile(str(path))
     except Exception as err:  # soundfile raises several types for bad data: let ffmpeg try
@@ -107,6 +108,12 @@ def read_blocks(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[
     else:
         pieces = _soundfile_pieces(audio, path, block_frames)
     yield from _at_16k(str(path), pieces)
+
+
+def _refuse_empty(path: Path) -> None:
+    """AudioError for a file of no bytes at all, which the readers would call invalid data."""
+    if path.is_file() and path.stat().st_size == 0:
+        raise AudioError(f"{path}: the file is empty")
 
 
 def _soundfile_pieces(audio: sf.SoundFile, path: Path, block_frames: int) -> Iterator[tuple[int, np.ndarray]]:
@@ -187,6 +194,7 @@ def audio_duration(path: str | Path) -> float:
     path = Path(path)
     if not path.is_file():
         raise AudioError(f"{path}: no such file")
+    _refuse_empty(path)
     try:
         return float(sf.info(str(path)).duration)
     except Exception as err:

@@ -251,6 +251,19 @@ def quiet_when_piped_output_closes(main: Callable[..., int]) -> Callable[..., in
     return run
 
 
+def make_output_dir(path: Path) -> None:
+    """Create --output-dir (and the folders above it); ValueError naming what is in the way."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ValueError(f"--output-dir {path}: is a file, not a folder") from None
+    except NotADirectoryError:
+        above = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        raise ValueError(f"--output-dir {path}: {above or 'a folder above it'} is a file, not a folder") from None
+    except OSError as err:
+        raise ValueError(f"--output-dir {path}: cannot create it ({err.strerror or err})") from None
+
+
 def error(tool: str, message: object) -> None:
     """One error line on stderr, prefixed with the tool's name."""
     print(f"asr.{tool}: error: {message}", file=sys.stderr)

@@ -162,6 +162,7 @@ def run(args: argparse.Namespace, files: list) -> int:
     args.threads = args.cores_per_worker
     gpu = str(getattr(args, "device", None) or "cpu").startswith("cuda")
     try:
+        cli.make_output_dir(args.output_dir)
         job.open()
         _load_check(args, gpu)
     except (JobError, ModelError, LMError, ValueError, OSError) as err:

@@ -58,6 +58,18 @@ def _duration(row: dict) -> float | None:
     return duration
 
 
+def _audio_path(folder: Path, audio: str) -> Path:
+    """A row's audio path, relative to the manifest's `folder` (or absolute), normalised ("lists/../a.wav" ->
+    "a.wav") unless a symbolic link makes the normalised path another file."""
+    if not isinstance(audio, str):
+        raise TypeError(f"audio must be a path, not {type(audio).__name__}")
+    joined = folder / audio
+    if ".." not in joined.parts:
+        return joined
+    normal = Path(os.path.normpath(joined))
+    return normal if os.path.realpath(normal) == os.path.realpath(joined) else joined
+
+
 def read_manifest(path: str | Path, split: str = "", durations: bool = False) -> list[Utterance]:
     """Parse a manifest; raises ManifestError on the first bad line. With `split`, keep only the rows of
     that split (e.g. FSDD's "train"/"test") and the rows that name none. With `durations`, a kept row
@@ -78,7 +90,7 @@ def read_manifest(path: str | Path, split: str = "", durations: bool = False) ->
             row = json.loads(line)
             if not isinstance(row, dict):
                 raise TypeError(f"a line must be a JSON object, not {type(row).__name__}")
-            utt = Utterance(path.parent / row["audio"], _duration(row), str(row.get("text", "")),
+            utt = Utterance(_audio_path(path.parent, row["audio"]), _duration(row), str(row.get("text", "")),
                             str(row.get("speaker", "")), str(row.get("split", "")))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             raise ManifestError(f"{path}:{number}: broken manifest line ({type(err).__name__}: {err})") from None

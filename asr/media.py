@@ -6,6 +6,7 @@ is not one that soundfile reads, or for standard input.
 """
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -22,9 +23,12 @@ class _Pipe:
 
     def __init__(self, stream: BinaryIO):
         self.read_some = getattr(stream, "read1", stream.read)
+        self.received = 0  # bytes read so far
 
     def read(self, size: int = -1) -> bytes:
-        return self.read_some(size)
+        data = self.read_some(size)
+        self.received += len(data)
+        return data
 
 
 def _reason(err: Exception) -> str:
@@ -37,6 +41,8 @@ def _open(source: Path | BinaryIO, name: str) -> tuple[av.container.InputContain
     try:
         container = av.open(source if not isinstance(source, Path) else str(source), metadata_errors="ignore")
     except (av.FFmpegError, OSError, ValueError, UnicodeDecodeError) as err:
+        if isinstance(source, _Pipe) and source.received == 0:
+            raise AudioError(f"{name}: the input is empty") from None
         raise AudioError(f"{name}: not readable audio ({_reason(err)})") from None
     if not container.streams.audio:
         kinds = sorted({s.type for s in container.streams})
@@ -53,7 +59,14 @@ def stdin_source() -> BinaryIO | _Pipe:
         raise AudioError(f"{STDIN_NAME}: standard input is closed or not binary")
     if stream.isatty():
         raise AudioError(f"{STDIN_NAME}: standard input is a terminal (pipe or redirect audio into it)")
-    return stream if stream.seekable() else _Pipe(stream)
+    if not stream.seekable():
+        return _Pipe(stream)
+    at = stream.tell()
+    end = stream.seek(0, os.SEEK_END)
+    stream.seek(at)
+    if end == at:  # redirected from an empty file
+        raise AudioError(f"{STDIN_NAME}: the input is empty")
+    return stream
 
 
 def mono(frame: av.AudioFrame) -> np.ndarray:

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.jobs > 1 and any(str(f) == "-" for f in files):
             raise ValueError("--jobs reads files, not standard input ('-'): use one job for it")
         if args.output_dir:
-            args.output_dir.mkdir(parents=True, exist_ok=True)
+            cli.make_output_dir(args.output_dir)
     except (ModelError, LMError, ValueError, OSError) as err:
         cli.error("transcribe", err)
         return 1

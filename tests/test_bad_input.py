@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import json
 import os
 import pickle
@@ -15,6 +16,7 @@ import torch
 from safetensors.torch import save_file
 
 from asr import evaluate, stream, transcribe
+from asr.audio import AudioError
 from asr.model.loader import load_config, load_model
 from asr.model.backend import ModelError
 from conftest import tone, write
@@ -45,7 +47,7 @@ def make_bad(folder: Path) -> dict[str, tuple[Path, str]]:
     zero = folder / "zero.wav"
     sf.write(str(zero), np.zeros(0, dtype=np.float32), 16000)
     good.unlink()
-    return {"empty": (empty, "not readable audio"), "truncated": (truncated, "truncated file"),
+    return {"empty": (empty, "the file is empty"), "truncated": (truncated, "truncated file"),
             "corrupt": (corrupt, "read failed"), "not audio": (notes, "not readable audio"),
             "nan": (nan, "invalid (NaN or infinite) samples"), "no samples": (zero, "contains no audio samples"),
             "missing": (folder / "missing.ogg", "no such file")}
@@ -214,3 +216,58 @@ def test_a_nan_weight_is_one_error_line(capsys) -> None:
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == "python -m asr.transcribe: error: argument --lm-weight: not a finite number: 'nan'"
+
+
+def test_an_empty_file_says_so_in_every_tool(model_path: Path, tmp_path: Path, capsys) -> None:
+    """One reading path for all tools: an empty file is "the file is empty", as the OpenAI endpoint says,
+    not ffmpeg's "Invalid data found when processing input"."""
+    empty = tmp_path / "empty.m4a"
+    empty.write_bytes(b"")
+    expected = f"{empty}: the file is empty"
+    assert stream.main(["--file", str(empty), "--model", str(model_path)]) == 1
+    assert capsys.readouterr().err.strip() == f"asr.stream: error: {expected}"
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"audio": "empty.m4a", "text": "a"}) + "\n")
+    assert evaluate.main(["--manifest", str(manifest), "--model", str(model_path), "--batch-seconds", "0"]) == 1
+    assert capsys.readouterr().err.splitlines()[0] == f"asr.evaluate: error: {expected}"
+    code, _, err = run_transcribe(capsys, str(empty), "--model", str(model_path))
+    assert code == 1 and err[0] == f"asr.transcribe: error: {expected}"
+    with pytest.raises(AudioError, match="^- \\(stdin\\): the input is empty$"):
+        list(read_blocks_of_empty_stdin(tmp_path))
+
+
+def read_blocks_of_empty_stdin(tmp_path: Path):
+    """read_blocks("-") with standard input redirected from an empty file."""
+    from asr.audio import read_blocks
+    empty = tmp_path / "nothing"
+    empty.write_bytes(b"")
+    import sys
+    with open(empty, "rb") as handle:
+        saved, sys.stdin = sys.stdin, io.TextIOWrapper(handle)
+        try:
+            yield from read_blocks("-")
+        finally:
+            sys.stdin = saved
+
+
+@pytest.mark.parametrize("kind", ["a file", "inside a file"])
+def test_an_output_dir_that_cannot_be_a_folder_is_named(kind: str, model_path: Path, tmp_path: Path, capsys) -> None:
+    audio = write(tmp_path / "a.wav", tone(0.5))
+    taken = tmp_path / "taken"
+    taken.write_text("a file\n")
+    target = taken if kind == "a file" else taken / "out"
+    code, out, err = run_transcribe(capsys, str(audio), "--model", str(model_path), "--output-dir", str(target))
+    reason = "is a file, not a folder" if kind == "a file" else f"{taken} is a file, not a folder"
+    assert code == 1 and out == "" and err == [f"asr.transcribe: error: --output-dir {target}: {reason}"]
+
+
+def test_manifest_paths_are_shown_normalised(model_path: Path, tmp_path: Path, capsys) -> None:
+    (tmp_path / "audio").mkdir()
+    (tmp_path / "lists").mkdir()
+    audio = write(tmp_path / "audio" / "a.wav", tone(0.5))
+    manifest = tmp_path / "lists" / "m.jsonl"
+    manifest.write_text(json.dumps({"audio": "../audio/a.wav", "text": "a"}) + "\n"
+                        + json.dumps({"audio": "../audio/./gone.wav", "text": "b"}) + "\n")
+    code, out, err = run_transcribe(capsys, str(manifest), "--model", str(model_path), "--format", "json")
+    assert code == 1 and json.loads(out)["audio"] == str(audio)
+    assert err[0] == f"asr.transcribe: error: {tmp_path / 'audio' / 'gone.wav'}: no such file"

@@ -110,7 +110,7 @@ def form(**fields: str) -> tuple[bytes, str]:
 
 
 BAD_UPLOADS = {  # name: (create() options, status, param, words in the message)
-    "empty file": ({"file": ("empty.wav", b"")}, 400, "file", "empty"),
+    "empty file": ({"file": ("empty.wav", b"")}, 400, "file", "empty.wav: the file is empty"),
     "not audio": ({"file": ("notes.wav", b"these are not the samples you are looking for\n" * 50)}, 400, "file",
                   "notes.wav: not readable audio"),
     "wrong format name": ({"response_format": "docx"}, 400, "response_format", "'docx' is not one of json, text"),

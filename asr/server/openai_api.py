@@ -201,9 +201,8 @@ class Endpoint:
             raise ApiError(400, str(err), "prompt", "invalid_value") from None
 
     async def _probe(self, form: Form) -> None:
-        """ApiError 400 at once for a file that is empty or not audio (its header is read, not its samples)."""
-        if form.file.stat().st_size == 0:
-            raise ApiError(400, f"{form.filename}: the file is empty", "file", "invalid_file")
+        """ApiError 400 at once for a file that is empty or not audio (its header is read, not its samples; the
+        reasons are asr.audio's, as every tool gives them)."""
         try:
             seconds = await asyncio.get_running_loop().run_in_executor(None, audio_duration, form.file)
         except AudioError as err:
