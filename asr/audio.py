@@ -10,6 +10,8 @@ from typing import Iterable, Iterator
 import numpy as np
 import soundfile as sf
 
+from asr.interrupt import STOP
+
 SAMPLE_RATE = 16000
 BLOCK_FRAMES = 1 << 16  # samples read from a file at a time (at its own rate)
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aiff", ".aif", ".au",  # soundfile
@@ -122,7 +124,7 @@ def _soundfile_pieces(audio: sf.SoundFile, path: Path, block_frames: int) -> Ite
         if audio.format == "WAV" and (truncated := _wav_truncation(path)):
             raise AudioError(f"{path}: {truncated}")
         total = 0
-        while True:
+        while not STOP.is_set():  # Ctrl-C in a tool ends the input here (asr.interrupt)
             try:
                 block = audio.read(block_frames, dtype="float32", always_2d=True)
             except Exception as err:
@@ -144,7 +146,7 @@ def _at_16k(name: str, pieces: Iterable[tuple[int, np.ndarray]]) -> Iterator[np.
             resampler = StreamingResampler(rate)
         total += mono.size
         yield resampler.push(mono) if resampler else mono
-    if total == 0:
+    if total == 0 and not STOP.is_set():
         raise AudioError(f"{name}: contains no audio samples")
     if resampler:
         yield resampler.flush()

@@ -21,7 +21,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from asr import cli
+from asr import cli, interrupt
 from asr.audio import AUDIO_SUFFIXES, AudioError, audio_duration
 from asr.manifest import relative_audio, write_manifest
 from asr.text import normalize
@@ -169,6 +169,7 @@ def table_rows(table: Path, out_dir: Path, report: Report, audio_root: Path | No
     return rows
 
 
+@interrupt.handled("manifest")
 def main(argv: list[str] | None = None) -> int:
     parser = cli.new_parser("asr.manifest", __doc__)
     parser.add_argument("folder", nargs="?", type=Path, help="a folder of audio files with transcripts beside them")

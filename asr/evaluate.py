@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asr import cli
+from asr import cli, interrupt
 from asr.audio import SAMPLE_RATE, AudioError, load_audio, rechunk
 from asr.batch import logprobs_batched
 from asr.decoding.beam import LMError
@@ -132,6 +132,7 @@ def restorer_lines(decoder: Decoder, path: Path) -> list[str]:
 
 
 @cli.quiet_when_piped_output_closes
+@interrupt.handled("evaluate")
 def main(argv: list[str] | None = None) -> int:
     parser = cli.new_parser("asr.evaluate", __doc__)
     cli.add_manifest_args(parser, required=False)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from asr import cli
+from asr import cli, interrupt
 from asr.model.backend import ModelError, needs_train_extra
 
 
+@interrupt.handled("export")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asr.export", description=__doc__.split("\n\n")[0])
     parser.add_argument("--onnx", required=True, metavar="DIR", help="folder to write the ONNX export to")

@@ -6,8 +6,12 @@ is not one that soundfile reads, or for standard input.
 """
 from __future__ import annotations
 
+import fcntl
 import os
+import select
+import struct
 import sys
+import termios
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -15,20 +19,53 @@ import av
 import numpy as np
 
 from asr.audio import STDIN_NAME, AudioError, _first_line
+from asr.interrupt import STOP
 
 
 class _Pipe:
     """A non-seekable reader that returns what has arrived (at most `size` bytes) rather than
-    waiting for `size` bytes, so decoding keeps pace with a live pipe."""
+    waiting for `size` bytes, so decoding keeps pace with a live pipe. Ctrl-C in a tool (asr.interrupt) is
+    the end of the input: the bytes already in the pipe then are read, nothing after them. PyAV would swallow
+    an exception raised in its read callback, so a KeyboardInterrupt is kept here (`interrupted`) and raised
+    again once PyAV has returned."""
 
     def __init__(self, stream: BinaryIO):
         self.read_some = getattr(stream, "read1", stream.read)
+        try:
+            self.fd: int | None = stream.fileno()
+        except (OSError, AttributeError, ValueError):  # a stand-in without a descriptor: plain reads
+            self.fd = None
         self.received = 0  # bytes read so far
+        self.interrupted = False  # KeyboardInterrupt came while waiting for bytes
+        self.left: int | None = None  # after Ctrl-C: the bytes that were in the pipe then, still to read
 
     def read(self, size: int = -1) -> bytes:
-        data = self.read_some(size)
-        self.received += len(data)
-        return data
+        size = size if size > 0 else 1 << 16
+        try:
+            while self.fd is not None and not STOP.is_set() and not select.select([self.fd], [], [], 0.1)[0]:
+                pass  # waiting for bytes, looking at STOP every 0.1 s
+            if STOP.is_set():
+                if self.left is None:
+                    self.left = _waiting_bytes(self.fd)
+                size = min(size, self.left)
+                if not size:
+                    return b""
+            data = os.read(self.fd, size) if self.fd is not None else self.read_some(size)
+            self.received += len(data)
+            if self.left is not None:
+                self.left -= len(data)
+            return data
+        except KeyboardInterrupt:
+            self.interrupted = True
+            return b""
+
+
+def _waiting_bytes(fd: int | None) -> int:
+    """The bytes waiting in a pipe to be read (0 where that cannot be known)."""
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0] if fd is not None else 0
+    except OSError:
+        return 0
 
 
 def _reason(err: Exception) -> str:
@@ -41,6 +78,9 @@ def _open(source: Path | BinaryIO, name: str) -> tuple[av.container.InputContain
     try:
         container = av.open(source if not isinstance(source, Path) else str(source), metadata_errors="ignore")
     except (av.FFmpegError, OSError, ValueError, UnicodeDecodeError) as err:
+        _raise_if_interrupted(source)
+        if STOP.is_set():  # Ctrl-C before the input held anything to read: nothing was heard
+            raise KeyboardInterrupt from None
         if isinstance(source, _Pipe) and source.received == 0:
             raise AudioError(f"{name}: the input is empty") from None
         raise AudioError(f"{name}: not readable audio ({_reason(err)})") from None
@@ -49,6 +89,12 @@ def _open(source: Path | BinaryIO, name: str) -> tuple[av.container.InputContain
         container.close()
         raise AudioError(f"{name}: no audio stream in this file ({', '.join(kinds) or 'no'} streams only)")
     return container, container.streams.audio[0]
+
+
+def _raise_if_interrupted(source: object) -> None:
+    """KeyboardInterrupt again if it came inside PyAV's read from the pipe `source` (see _Pipe)."""
+    if isinstance(source, _Pipe) and source.interrupted:
+        raise KeyboardInterrupt
 
 
 def stdin_source() -> BinaryIO | _Pipe:
@@ -90,6 +136,8 @@ def decode(source: Path | BinaryIO, name: str, group: int = 1) -> Iterator[tuple
     rate: int | None = None
     try:
         for frame in container.decode(stream):
+            if STOP.is_set() and not isinstance(source, _Pipe):  # Ctrl-C: a file ends here (a pipe ends itself)
+                break
             if rate is not None and frame.sample_rate != rate:
                 raise AudioError(f"{name}: the sample rate changes part-way ({rate} -> {frame.sample_rate} Hz)")
             rate = frame.sample_rate
@@ -100,12 +148,15 @@ def decode(source: Path | BinaryIO, name: str, group: int = 1) -> Iterator[tuple
                 yield rate, np.concatenate(pieces)
                 pieces, held = [], 0
     except (av.FFmpegError, OSError, ValueError) as err:
-        hint = ""
-        if isinstance(source, _Pipe) and "mp4" in container.format.name:
-            hint = "; from a pipe an mp4/m4a needs its index (moov) first: give its path or redirect it with < FILE"
-        raise AudioError(f"{name}: read failed after {total + held} samples ({_reason(err)}{hint})") from None
+        _raise_if_interrupted(source)
+        if not STOP.is_set():  # (Ctrl-C may cut a pipe inside a packet: the input ends there)
+            hint = ""
+            if isinstance(source, _Pipe) and "mp4" in container.format.name:
+                hint = "; from a pipe an mp4/m4a needs its index (moov) first: give its path or redirect it with < FILE"
+            raise AudioError(f"{name}: read failed after {total + held} samples ({_reason(err)}{hint})") from None
     finally:
         container.close()
+    _raise_if_interrupted(source)  # PyAV took the interrupted read for the end of the input
     if held:
         yield rate, np.concatenate(pieces)
 

@@ -22,6 +22,7 @@ from typing import Callable, Iterator
 
 from asr.api import Transcriber
 from asr.audio import AudioError, audio_duration
+from asr.interrupt import ignore_in_worker
 from asr.outputs import Transcript
 
 GROUP_FILES = 32  # files a worker takes at a time: enough to fill its batches, small enough to share the work
@@ -39,6 +40,7 @@ def _start(args: argparse.Namespace) -> None:
     that raises would be restarted forever)."""
     global _model, _args, _failed
     from asr import cli  # noqa: PLC0415 (asr.cli imports this module)
+    ignore_in_worker()
     try:
         _model, _args = cli.load_transcriber(args), args
     except Exception as err:  # ModelError, LMError, ValueError, OSError: the main process reports it
@@ -86,7 +88,7 @@ def transcribe_in_processes(model: Transcriber, args: argparse.Namespace, files:
     next_index = 0
     if forks_safely(args):
         _model, _args = model, args
-        pool = multiprocessing.get_context("fork").Pool(min(jobs, len(groups)))
+        pool = multiprocessing.get_context("fork").Pool(min(jobs, len(groups)), ignore_in_worker)
     else:
         pool = multiprocessing.get_context("spawn").Pool(min(jobs, len(groups)), _start, (args,))
     with pool:

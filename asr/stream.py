@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Iterator, TextIO
 
 import numpy as np
 
-from asr import cli
+from asr import cli, interrupt
 from asr.audio import SAMPLE_RATE, AudioError, load_audio, read_blocks, rechunk
 from asr.decoding.beam import LMError
 from asr.decoding.ctc import greedy_decode
@@ -45,6 +45,7 @@ class LineDisplay:
 
     def __init__(self, out: TextIO, tty: bool):
         self.out, self.tty = out, tty
+        self.open = False  # a partial's line is on the terminal, not yet ended
 
     def show(self, emission: Emission) -> None:
         if self.tty:  # a partial shows the tail that fits on one line; a final shows everything
@@ -54,6 +55,14 @@ class LineDisplay:
         elif emission.is_final:
             self.out.write(emission.text + "\n")
         self.out.flush()
+        self.open = self.tty and not emission.is_final
+
+    def end_line(self) -> None:
+        """End a partial's line on a TTY, so that what follows starts a line of its own."""
+        if self.open:
+            self.out.write("\n")
+            self.out.flush()
+            self.open = False
 
 
 def compare_offline(recognizer: Recognizer, wave: np.ndarray, chunk_samples: int) -> tuple[float, int]:
@@ -90,6 +99,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 @cli.quiet_when_piped_output_closes
+@interrupt.handled("stream", finish=True)
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -126,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         return _run_mic(args, show)
     try:
         show(read_blocks(args.file), pace=args.realtime)
+        if interrupt.STOP.is_set():  # Ctrl-C ended the input: the finals of what was heard are out
+            display.end_line()
+            return 0
         if args.compare_offline:
             diff, mismatches = compare_offline(model.recognizer, load_audio(args.file), chunk_samples)
             print(f"max_abs_diff={diff:.3g} token_mismatches={mismatches}")

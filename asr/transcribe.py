@@ -21,7 +21,7 @@ from typing import Iterable
 
 from tqdm import tqdm
 
-from asr import cli, distributed
+from asr import cli, distributed, interrupt
 from asr.audio import AUDIO_SUFFIXES, AudioError, audio_duration
 from asr.decoding.beam import LMError
 from asr.manifest import ManifestError, read_manifest
@@ -103,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 @cli.quiet_when_piped_output_closes
+@interrupt.handled("transcribe")
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(distributed.address_flag(sys.argv[1:] if argv is None else argv))
@@ -126,11 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     show_bar = sys.stderr.isatty() and (total >= PROGRESS_SECONDS or len(files) >= PROGRESS_FILES)
     failed: list[str] = []
     used: set[str] = set()
+    results = None
     try:
         with tqdm(total=round(total / 3600, 4), disable=not show_bar, leave=False, file=sys.stderr,
                   bar_format="{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]") as bar:
-            for path, result in cli.transcribed(model, files, args, lambda heard: bar.update(heard / 3600),
-                                                   seconds):
+            results = cli.transcribed(model, files, args, lambda heard: bar.update(heard / 3600), seconds)
+            for path, result in results:
                 if isinstance(result, AudioError):
                     tqdm.write(f"asr.transcribe: error: {result}", file=sys.stderr)
                     failed.append(str(path))
@@ -145,6 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     except StartError as err:  # a spawned --jobs worker could not load what the options ask for
         cli.error("transcribe", err)
         return 1
+    finally:
+        if results is not None:
+            results.close()  # at Ctrl-C too: the --jobs pool is stopped here
     failed_inputs = len(failed) + len(errors)
     if failed_inputs:
         names = ", ".join(failed + [e.split(": ")[0] for e in errors])

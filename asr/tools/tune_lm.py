@@ -15,7 +15,7 @@ import sys
 from itertools import product
 from pathlib import Path
 
-from asr import cli
+from asr import cli, interrupt
 from asr.audio import AudioError, load_audio
 from asr.decoding.beam import BeamConfig, LMError, WordLM
 from asr.decoding.decoder import Decoder
@@ -40,6 +40,7 @@ def grid_search(logprobs: list, refs: list[str], tokenizer, lm: str, weights: li
     return rows
 
 
+@interrupt.handled("tools.tune_lm")
 def main(argv: list[str] | None = None) -> int:
     parser = cli.new_parser("asr.tools.tune_lm", __doc__)
     cli.add_manifest_args(parser)
