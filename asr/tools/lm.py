@@ -75,6 +75,12 @@ def build_arpa(sentences: Iterable[str], order: int = 3, min_count: int = 1) -> 
             probs[n][gram] = (c - d) / history_count[gram[:-1]] + backoffs[gram[:-1]] * lower
         if min_count > 1:
             prune(counts[n], probs, backoffs, min_count)
+    return arpa_text(probs, backoffs, order)
+
+
+def arpa_text(probs: list[dict[tuple, float]], backoffs: dict[tuple, float], order: int) -> str:
+    """An `order`-gram back-off model as ARPA text: probs[n][gram] and backoffs[history] are linear (not log),
+    probs[1] holds every word and <unk> but not <s> (written first, impossible, with its back-off weight)."""
     lines = ["\\data\\"] + [f"ngram {n}={len(probs[n]) + (n == 1)}" for n in range(1, order + 1)] + [""]
     for n in range(1, order + 1):
         lines.append(f"\\{n}-grams:")
@@ -96,15 +102,24 @@ def prune(counts: Counter, probs: list[dict[tuple, float]], backoffs: dict[tuple
     """Unlist the n-grams of `counts` (one order n) seen fewer than `min_count` times and renormalise
     the back-off weights of their histories, in place."""
     n = len(next(iter(counts)))
-    listed_mass: defaultdict[tuple, float] = defaultdict(float)  # sum of listed p(w | h)
-    lower_mass: defaultdict[tuple, float] = defaultdict(float)  # sum of p(w | h') over the same w
     for gram, c in counts.items():
         if c < min_count:
             del probs[n][gram]
-        else:
-            listed_mass[gram[:-1]] += probs[n][gram]
-            lower_mass[gram[:-1]] += lower_prob(gram[1:], probs, backoffs)
-    for history in {gram[:-1] for gram in counts}:
+    renormalise(probs[n], {gram[:-1] for gram in counts}, probs, backoffs)
+
+
+def renormalise(grams: Iterable[tuple], histories: Iterable[tuple], probs: list[dict[tuple, float]],
+                backoffs: dict[tuple, float]) -> None:
+    """Set the back-off weight of every one of `histories` (all of one length) so that p(. | h) sums to one
+    given its listed continuations among `grams`, in place:
+    gamma(h) = (1 - sum of listed p(w | h)) / (1 - sum over the same w of p(w | h')).
+    The lower orders' probabilities and weights must be final."""
+    listed_mass: defaultdict[tuple, float] = defaultdict(float)  # sum of listed p(w | h)
+    lower_mass: defaultdict[tuple, float] = defaultdict(float)  # sum of p(w | h') over the same w
+    for gram in grams:
+        listed_mass[gram[:-1]] += probs[len(gram)][gram]
+        lower_mass[gram[:-1]] += lower_prob(gram[1:], probs, backoffs)
+    for history in histories:
         backoffs[history] = max(1 - listed_mass[history], 0.0) / max(1 - lower_mass[history], 1e-12)
 
 
