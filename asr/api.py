@@ -27,6 +27,7 @@ from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import parse_hotwords, read_hotwords
 from asr.endpoint import Emission, EndpointConfig, Stream, emissions
+from asr.model.folder import folder_lm
 from asr.outputs import Segment, Transcript
 from asr.recognizer import Recognizer
 from asr.restore.restorer import load_restorer
@@ -57,28 +58,30 @@ def is_bundled(model: str | Path | None) -> bool:
     return bundled is not None and folder.resolve() == bundled.resolve()
 
 
-def word_lm(bundled: bool, greedy: bool, beam: bool, lm: str | Path | None) -> Path | str | None:
+def word_lm(bundled: bool, greedy: bool, beam: bool, lm: str | Path | None,
+            own_lm: Path | None = None) -> Path | str | None:
     """The word LM a decoder searches with: `lm`, "bundled", or None (greedy CTC). The bundled model searches
-    with the bundled LM unless `greedy`; a model of your own decodes greedily unless `beam` or `lm` asks."""
-    if greedy or not (beam or lm or bundled):
+    with the bundled LM unless `greedy`, and a model folder with its own LM (`own_lm`: `asr.model.folder`)
+    with that one; another model of your own decodes greedily unless `beam` or `lm` asks."""
+    if greedy or not (beam or lm or bundled or own_lm):
         return None
-    return Path(lm) if lm else "bundled"
+    return Path(lm) if lm else own_lm or "bundled"
 
 
 def load_decoder(recognizer: Recognizer, bundled: bool = True, greedy: bool = False, beam: bool = False,
                  lm: str | Path | None = None, beam_config: BeamConfig | None = None,
                  hotwords: str | Path | Sequence[str] | None = None, restore: bool = True,
                  restorer: str | Path | None = None, hotword_min_confidence: float = 0.0,
-                 written: bool = True) -> Decoder:
+                 written: bool = True, own_lm: Path | None = None) -> Decoder:
     """The decoder: greedy CTC, or the lexicon beam search with a word LM, as `word_lm` decides. `hotwords`: a
     hotword file, or its lines, to favour (needs the search); a final in which a listed word's confidence is
     below `hotword_min_confidence` is decoded again without the list. `restore`: cased, punctuated finals
     (the bundled restorer, or `restorer`: .onnx, or .safetensors with torch); `written`: with numbers, money,
-    times and dates in figures ("$25 at 3:30"). Raises LMError, HotwordError, RestorerError or ValueError,
-    each one line."""
+    times and dates in figures ("$25 at 3:30"); `own_lm`: the model folder's word LM (see `word_lm`). Raises
+    LMError, HotwordError, RestorerError or ValueError, each one line."""
     if greedy and (beam or lm):
         raise ValueError("greedy decoding cannot be combined with beam or lm")
-    use_lm = word_lm(bundled, greedy, beam, lm)
+    use_lm = word_lm(bundled, greedy, beam, lm, own_lm)
     if hotwords and use_lm is None:
         raise ValueError("hotwords need the beam search with a word LM (not greedy; with a model of your own, "
                          "ask for beam or an lm)")
@@ -107,7 +110,7 @@ def load(model: str | Path | None = None, *, backend: str | None = None, int8: b
     CPU), the decoding as in `load_decoder`, and where segments end (`endpoint`, `asr.endpoint.EndpointConfig`)."""
     recognizer = load_recognizer(model, backend, threads, int8, device)
     decoder = load_decoder(recognizer, is_bundled(model), greedy, beam, lm, beam_config, hotwords, restore, restorer,
-                           hotword_min_confidence, written)
+                           hotword_min_confidence, written, own_lm=folder_lm(model))
     return Transcriber(recognizer, decoder, (endpoint or EndpointConfig()).validate())
 
 

@@ -22,6 +22,7 @@ from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import DEFAULT_BOOST
 from asr.endpoint import EndpointConfig
 from asr.model.backend import BACKENDS
+from asr.model.folder import folder_lm
 from asr.outputs import Transcript
 from asr.parallel import transcribe_in_processes
 from asr.recognizer import Recognizer
@@ -80,8 +81,9 @@ def new_parser(module: str, doc: str | None) -> argparse.ArgumentParser:
 def add_model_args(parser: argparse.ArgumentParser, device: bool = True) -> None:
     """--model, --backend, --onnx-dir, --int8, --threads, and (unless `device` is False: asr.stream, whose
     --device is the microphone) --device."""
-    parser.add_argument("--model", help="model file (.safetensors; with --backend onnx an exported folder); "
-                                        "default: the bundled model")
+    parser.add_argument("--model", help="model file (.safetensors; with --backend onnx an exported folder), or a "
+                                        "model folder (python -m asr.finetune writes one: its weights, export and "
+                                        "word LM); default: the bundled model")
     parser.add_argument("--backend", choices=BACKENDS, default=None,
                         help="what runs the acoustic model: torch, or onnx (onnxruntime, no torch needed); "
                              "default: onnx for the bundled model where onnxruntime is installed (its export ships "
@@ -122,6 +124,12 @@ def add_batch_seconds(parser: argparse.ArgumentParser) -> None:
                              f"(same text; default {DEFAULT_BATCH_SECONDS:g}); 0: one file at a time, in --chunk-ms steps")
 
 
+def add_jobs(parser: argparse.ArgumentParser) -> None:
+    """--jobs: the batches in N worker processes (asr.parallel), for asr.transcribe and asr.evaluate alike."""
+    parser.add_argument("--jobs", type=positive_int, default=1, metavar="N",
+                        help="the batches in N processes, one core each (asr.parallel; the same text; default 1)")
+
+
 def transcribed(model: api.Transcriber, files: list[Path], args: argparse.Namespace,
                 progress: Callable[[float], None], seconds: list[float] | None = None
                 ) -> Iterator[tuple[Path, Transcript | AudioError]]:
@@ -147,7 +155,8 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
     defaults = BeamConfig()
     parser.add_argument("--greedy", action="store_true", help="greedy CTC, no word LM")
     parser.add_argument("--beam", action="store_true",
-                        help="beam search with the bundled word LM (the default with the bundled model)")
+                        help="beam search with the bundled word LM (the default with the bundled model; a model "
+                             "folder with its own lm.arpa searches with that)")
     parser.add_argument("--lm", help="beam search with this ARPA word LM (python -m asr.tools.lm) instead")
     parser.add_argument("--beam-size", type=positive_int, default=defaults.beam_size, help="beam width (with an LM)")
     parser.add_argument("--beam-threshold", type=finite_float, default=defaults.beam_threshold,
@@ -188,8 +197,11 @@ def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
 
 
 def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
-    return EndpointConfig(trailing_silence=args.trailing_silence, min_segment=args.min_segment,
-                          max_segment=args.max_segment)
+    """The endpoint rules of the options (the defaults for a tool without them, such as asr.evaluate)."""
+    defaults = EndpointConfig()
+    return EndpointConfig(trailing_silence=getattr(args, "trailing_silence", defaults.trailing_silence),
+                          min_segment=getattr(args, "min_segment", defaults.min_segment),
+                          max_segment=getattr(args, "max_segment", defaults.max_segment))
 
 
 def load_recognizer(args: argparse.Namespace) -> Recognizer:
@@ -215,8 +227,8 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
     ValueErrors, with a one-line reason)."""
     if args.greedy and (args.beam or args.lm):
         raise ValueError("--greedy cannot be combined with --beam or --lm")
-    hotwords, bundled = getattr(args, "hotwords", None), _bundled(args)
-    if hotwords and api.word_lm(bundled, args.greedy, args.beam, args.lm) is None:
+    hotwords, bundled, own_lm = getattr(args, "hotwords", None), _bundled(args), folder_lm(args.model)
+    if hotwords and api.word_lm(bundled, args.greedy, args.beam, args.lm, own_lm) is None:
         raise ValueError("--hotwords needs the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
     cfg = BeamConfig(args.beam_size, args.lm_weight, args.word_score,
                      getattr(args, "lexicon_words", BeamConfig().lexicon_words), args.beam_threshold,
@@ -224,7 +236,7 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
     return api.load_decoder(recognizer, bundled, args.greedy, args.beam, args.lm, cfg, hotwords,
                             restore=not getattr(args, "plain", True), restorer=getattr(args, "restorer", None),
                             hotword_min_confidence=getattr(args, "hotword_min_confidence", 0.0),
-                            written=not getattr(args, "spoken_form", False))
+                            written=not getattr(args, "spoken_form", False), own_lm=own_lm)
 
 
 def _bundled(args: argparse.Namespace) -> bool:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from asr.model.config import EncoderConfig
+from asr.model.folder import folder_backend, model_folder, resolve
 from asr.tokenizer import Tokenizer
 
 BACKENDS = ("torch", "onnx")
@@ -64,8 +65,10 @@ def installed(module: str) -> bool:
 
 def default_backend(path: str | Path | None = None) -> str:
     """The backend for `path` when none is named: onnx for an exported folder or graph, else torch (a
-    .safetensors file). For the bundled model (None), onnx where onnxruntime is installed and the package
+    .safetensors file); a model folder's as `asr.model.folder.folder_backend` says. For the bundled model (None), onnx where onnxruntime is installed and the package
     ships the model's export (the same text as torch, about twice as fast per chunk at 1 thread), else torch."""
+    if (folder := model_folder(path)) is not None:
+        return folder_backend(folder, installed("onnxruntime"))
     if path is not None:
         return "onnx" if Path(path).is_dir() or Path(path).suffix == ".onnx" else "torch"
     from asr.model.onnx_backend import default_onnx_dir  # here: onnx_backend imports this module
@@ -77,16 +80,18 @@ def default_backend(path: str | Path | None = None) -> str:
 
 def load_backend(path: str | Path | None = None, backend: str | None = None,
                  threads: int = 1, int8: bool = False, device: str | None = None) -> tuple[AcousticModel, Tokenizer, dict]:
-    """(model, tokenizer, info) for a model file (torch: .safetensors; None: the bundled model) or an
-    exported folder (onnx); `backend` None: `default_backend(path)`. `threads`: CPU threads for the
-    backend's math; `int8`: the export's int8 graph (onnx only); `device`: cpu, cuda, cuda:N or auto
-    (`asr.model.device`: a GPU needs torch; unnamed, a GPU picks torch for the bundled model, and auto takes
-    one where torch sees it). Only the chosen backend's library is imported: the onnx path never imports torch."""
+    """(model, tokenizer, info) for a model file (torch: .safetensors; None: the bundled model), an
+    exported folder (onnx) or a model folder (`asr.model.folder`: either); `backend` None:
+    `default_backend(path)`. `threads`: CPU threads for the backend's math; `int8`: the export's int8 graph
+    (onnx only); `device`: cpu, cuda, cuda:N or auto (`asr.model.device`: a GPU needs torch; unnamed, a GPU
+    picks torch for the bundled model or a model folder, and auto takes one where torch sees it). Only the chosen backend's library is imported: the onnx path never imports torch."""
     from asr.model import device as devices
 
-    if backend is None and path is None and (devices.wants_gpu(device) or (device == "auto" and devices.gpu_visible())):
+    own = path is None or model_folder(path) is not None  # the bundled model, or a model folder: both ship weights
+    if backend is None and own and (devices.wants_gpu(device) or (device == "auto" and devices.gpu_visible())):
         backend = "torch"
     backend = backend or default_backend(path)
+    path = resolve(path, backend)  # a model folder's weights or export
     if backend == "onnx":
         devices.for_onnx(device)
     if int8 and backend != "onnx":

@@ -15,6 +15,7 @@ from safetensors.torch import load_file, safe_open, save_file
 
 from asr.model.encoder import Encoder, EncoderConfig
 from asr.model.backend import ModelError
+from asr.model.folder import WEIGHTS, model_folder
 from asr.pretrained import default_model_path
 from asr.tokenizer import Tokenizer
 
@@ -59,12 +60,16 @@ def average_models(paths: list[Path], out: Path) -> None:
 
 
 def _checked_path(path: str | Path | None) -> Path:
-    """`path`, or the bundled model for None; ModelError when there is no such file."""
+    """`path` (a model folder: its weights), or the bundled model for None; ModelError when there is no such file."""
     if path is None:
         path = default_model_path()
         if path is None:
             raise ModelError("no bundled default model in this installation; pass --model PATH")
     path = Path(path)
+    if (folder := model_folder(path)) is not None:  # a model folder: its weights (asr.model.folder)
+        if folder.weights is None:
+            raise ModelError(f"{path}: this model folder has no {WEIGHTS} (only its ONNX export: use the onnx backend)")
+        return folder.weights
     if not path.is_file():
         raise ModelError(f"{path}: no such model file")
     return path
