@@ -1,11 +1,12 @@
 """Word and character error rates of a model on a manifest.
 
-    python -m asr.evaluate --manifest M.jsonl [--model PATH] [--streaming --chunk-ms 500]
+    python -m asr.evaluate --manifest M.jsonl [--model PATH] [--streaming --chunk-ms 500] [--jobs N]
                            [--split NAME] [--report PATH] [--limit N] [--greedy | --lm LM.arpa] [--by-speaker]
 
 References and hypotheses both go through asr.text.normalize before jiwer scores them.
 Offline mode computes the utterances' log-probs in length-sorted padded batches (--batch-seconds S of audio a
-step, asr.batch; 0: each utterance's whole-utterance forward alone); --streaming feeds each in chunks
+step, asr.batch; --jobs N: those batches in N processes, asr.parallel, the same scores; 0: each utterance's
+whole-utterance forward alone); --streaming feeds each in chunks
 and also reports the per-chunk compute latency (model and decoder). Both give the same
 transcripts (the streaming path equals the offline forward). The last line is exactly
 `WER=<pct> CER=<pct> RTF=<float> utts=<n>`.
@@ -20,21 +21,25 @@ the restorer is scored.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable, Iterator
 
 import numpy as np
 
 from asr import cli, interrupt
 from asr.audio import SAMPLE_RATE, AudioError, load_audio, rechunk
-from asr.batch import logprobs_batched
+from asr.api import Transcriber
+from asr.batch import DEFAULT_BATCH_SECONDS, WINDOW_SECONDS, LogprobSink, in_order, run_batched
 from asr.decoding.beam import LMError
 from asr.decoding.decoder import Decoder
 from asr.manifest import ManifestError, Utterance, read_manifest
 from asr.model.backend import ModelError
+from asr.parallel import StartError, in_processes
 from asr.recognizer import Recognizer
 from asr.restore.labels import labelled
 from asr.restore.metrics import format_summary, score_baseline, score_restorer
@@ -57,19 +62,52 @@ def recognize(recognizer: Recognizer, wave: np.ndarray, chunk_samples: int | Non
     return decoder.text(search.final()), latencies
 
 
-def evaluate_batched(recognizer: Recognizer, utterances: list[Utterance], decoder: Decoder,
-                     batch_seconds: float) -> tuple[list[UttResult], list[str]]:
-    """The offline mode's text, the utterances' log-probs computed in length-sorted padded batches
-    (`asr.batch.logprobs_batched`): (results, error lines). Each result's compute time is its share, by
-    duration, of the whole run's."""
+class TextSink:
+    """A file's log-probs gathered, then decoded as one utterance -> (its text, seconds of audio): the offline
+    mode's text (the whole utterance's search, no endpointing), decoded where `run_batched` runs its sinks."""
+
+    def __init__(self, decoder: Decoder, vocab: int):
+        self.decoder, self.logprobs = decoder, LogprobSink(vocab)
+
+    def push(self, logprobs: np.ndarray, now: float) -> None:
+        self.logprobs.push(logprobs, now)
+
+    def finish(self, now: float) -> tuple[str, float]:
+        logprobs, seconds = self.logprobs.finish(now)
+        return self.decoder.text(self.decoder.decode(logprobs)), seconds
+
+
+def texts_batched(model: Transcriber, sources: list[Path], batch_seconds: float = DEFAULT_BATCH_SECONDS,
+                  progress: Callable[[float], None] | None = None, window_seconds: float = WINDOW_SECONDS,
+                  seconds: list[float | None] | None = None, decode_thread: bool = True
+                  ) -> Iterator[tuple[Path, tuple[str, float] | AudioError]]:
+    """Files -> (file, (its offline text, its seconds) or AudioError) in order, stepped in length-sorted padded
+    batches (`asr.batch.run_batched`); the arguments as `asr.batch.transcribe_batched`'s, so that a --jobs worker
+    runs it (`asr.parallel.in_processes`)."""
+    vocab = model.recognizer.model.cfg.vocab_size
+    return in_order(run_batched(model.recognizer, sources, lambda _: TextSink(model.decoder, vocab), batch_seconds,
+                                window_seconds, progress, decode_thread, seconds), sources)
+
+
+def evaluate_batched(recognizer: Recognizer, utterances: list[Utterance], decoder: Decoder, batch_seconds: float,
+                     jobs: int = 1, args: argparse.Namespace | None = None) -> tuple[list[UttResult], list[str]]:
+    """The offline mode's text, the utterances stepped in length-sorted padded batches (`texts_batched`), in
+    `jobs` processes when there are several (`asr.parallel.in_processes`, with the options `args` for workers
+    that load their own model): (results, error lines). Each result's compute time is its share, by duration,
+    of the whole run's wall time."""
     began, heard, errors = time.perf_counter(), [], []
-    for utt, outcome in zip(utterances, logprobs_batched(recognizer, [u.audio for u in utterances], batch_seconds,
-                                                            seconds=[u.duration for u in utterances])):
-        if isinstance(outcome[1], AudioError):
-            errors.append(str(outcome[1]))
+    model, sources = Transcriber(recognizer, decoder), [u.audio for u in utterances]
+    known = [u.duration for u in utterances]
+    if jobs > 1:
+        outcomes = in_processes(model, args, sources, jobs, texts_batched, seconds=known)
+    else:
+        outcomes = texts_batched(model, sources, batch_seconds, seconds=known)
+    for utt, (_, outcome) in zip(utterances, outcomes):
+        if isinstance(outcome, AudioError):
+            errors.append(str(outcome))
             continue
-        logprobs, seconds = outcome[1]
-        heard.append((utt, decoder.text(decoder.decode(logprobs)), seconds))
+        hyp, seconds = outcome
+        heard.append((utt, hyp, seconds))
     share = (time.perf_counter() - began) / max(sum(seconds for _, _, seconds in heard), 1e-9)
     return [_scored(utt, hyp, seconds, seconds * share) for utt, hyp, seconds in heard], errors
 
@@ -82,12 +120,16 @@ def _scored(utt: Utterance, hyp: str, seconds: float, compute: float) -> UttResu
 
 
 def evaluate(recognizer: Recognizer, utterances: list[Utterance], chunk_samples: int | None,
-             decoder: Decoder, batch_seconds: float = 0.0) -> tuple[list[UttResult], list[float], list[str]]:
+             decoder: Decoder, batch_seconds: float = 0.0, jobs: int = 1, args: argparse.Namespace | None = None
+             ) -> tuple[list[UttResult], list[float], list[str]]:
     """Recognise and score each utterance: (results, chunk latencies in ms, error lines). Offline
-    (`chunk_samples` None) with `batch_seconds` > 0: in padded batches (`evaluate_batched`), the same text."""
+    (`chunk_samples` None) with `batch_seconds` > 0: in padded batches (`evaluate_batched`; in `jobs` processes
+    if more than one, `args` the options they load the model from), the same text."""
     if chunk_samples is None and batch_seconds > 0:
-        results, errors = evaluate_batched(recognizer, utterances, decoder, batch_seconds)
+        results, errors = evaluate_batched(recognizer, utterances, decoder, batch_seconds, jobs, args)
         return results, [], errors
+    if jobs > 1:
+        raise ValueError("--jobs runs the offline mode's batches: not with --streaming or --batch-seconds 0")
     results, latencies, errors = [], [], []
     for utt in utterances:
         try:
@@ -139,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streaming", action="store_true", help="feed the audio in chunks of --chunk-ms")
     cli.add_chunk_ms(parser, 500.0, "streaming chunk in ms (default 500)")
     cli.add_batch_seconds(parser)
+    cli.add_jobs(parser)
     parser.add_argument("--report", type=Path, help="write a per-utterance JSON report with alignments here")
     parser.add_argument("--by-speaker", action="store_true",
                         help="also print WER and CER per manifest speaker, worst first")
@@ -148,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.manifest is None and args.restorer_text is None:
         parser.error("the following arguments are required: --manifest (or --restorer-text)")
+    if args.jobs > 1 and (args.streaming or args.batch_seconds == 0):
+        parser.error("--jobs runs the offline mode's batches: not with --streaming or --batch-seconds 0")
     try:
         utterances = read_manifest(args.manifest, args.split)[: args.limit] if args.manifest else []
         recognizer = cli.load_recognizer(args)
@@ -160,7 +205,12 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(restorer))
         return 0
     chunk_samples = cli.chunk_samples(args.chunk_ms) if args.streaming else None
-    results, latencies, errors = evaluate(recognizer, utterances, chunk_samples, decoder, args.batch_seconds)
+    try:
+        results, latencies, errors = evaluate(recognizer, utterances, chunk_samples, decoder, args.batch_seconds,
+                                              args.jobs, args)
+    except StartError as err:  # a spawned --jobs worker could not load what the options ask for
+        cli.error("evaluate", err)
+        return 1
     for error in errors:
         cli.error("evaluate", error)
     if not results:

@@ -1,4 +1,5 @@
-"""Batched transcription in several processes on one machine: `python -m asr.transcribe --jobs N FILES`.
+"""Batched transcription in several processes on one machine: `python -m asr.transcribe --jobs N FILES`, and
+`asr.evaluate --jobs N`, whose workers run its own `work` on the same groups (`in_processes`).
 
 One process steps one padded batch at a time on one core; a machine with more cores runs N of them. The
 files are sorted by length, longest first, and cut into groups of GROUP_FILES, which N worker processes take in
@@ -15,13 +16,15 @@ Many machines: `--ray` (asr.distributed).
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing
 import sys
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from asr.api import Transcriber
 from asr.audio import AudioError, audio_duration
+from asr.batch import transcribe_batched
 from asr.interrupt import ignore_in_worker
 from asr.outputs import Transcript
 
@@ -29,6 +32,13 @@ GROUP_FILES = 32  # files a worker takes at a time: enough to fill its batches, 
 _model: Transcriber | None = None  # the worker process's Transcriber
 _args: argparse.Namespace | None = None
 _failed: str | None = None  # why the worker could not load it
+
+
+class Work(Protocol):
+    """What a worker runs on one group of files: (file, result or AudioError) for each, in order."""
+
+    def __call__(self, model: Transcriber, sources: list[Path], batch_seconds: float, *,
+                 seconds: list[float], decode_thread: bool) -> Iterable[tuple[Path, Any]]: ...
 
 
 class StartError(Exception):
@@ -47,12 +57,11 @@ def _start(args: argparse.Namespace) -> None:
         _failed = str(err) or type(err).__name__
 
 
-def _run(group: list[tuple[int, Path, float]]) -> list[tuple[int, Transcript | AudioError]]:
-    from asr.batch import transcribe_batched  # noqa: PLC0415
+def _run(work: Work, group: list[tuple[int, Path, float]]) -> list[tuple[int, Any]]:
     if _failed is not None:
         raise StartError(_failed)
-    results = transcribe_batched(_model, [path for _, path, _ in group], _args.batch_seconds,
-                                 seconds=[seconds for _, _, seconds in group], decode_thread=False)
+    results = work(_model, [path for _, path, _ in group], _args.batch_seconds,
+                   seconds=[seconds for _, _, seconds in group], decode_thread=False)
     return [(index, result) for (index, _, _), (_, result) in zip(group, results)]
 
 
@@ -72,19 +81,30 @@ def forks_safely(args: argparse.Namespace) -> bool:
 def transcribe_in_processes(model: Transcriber, args: argparse.Namespace, files: list[Path], jobs: int,
                             progress: Callable[[float], None] | None = None, seconds: list[float] | None = None
                             ) -> Iterator[tuple[Path, Transcript | AudioError]]:
-    """(file, its Transcript or AudioError) in input order, from `jobs` worker processes (forked with `model`
-    where `forks_safely`, else spawned to load their own); `progress` is called with each group's seconds of
-    audio as it finishes; `seconds`: the files' durations if known (else read from their headers here).
-    Standard input cannot be shared: ValueError. A spawned worker that cannot load the model: StartError,
-    before any result."""
+    """(file, its Transcript or AudioError) in input order, from `jobs` worker processes (`in_processes` with
+    `asr.batch.transcribe_batched`)."""
+    return in_processes(model, args, files, jobs, transcribe_batched, progress, seconds)
+
+
+def in_processes(model: Transcriber, args: argparse.Namespace, files: list[Path], jobs: int, work: Work,
+                 progress: Callable[[float], None] | None = None, seconds: list[float | None] | None = None
+                 ) -> Iterator[tuple[Path, Any]]:
+    """(file, its result or AudioError) in input order, from `jobs` worker processes (forked with `model`
+    where `forks_safely`, else spawned to load their own), each group of files given to `work` (a module-level
+    function, so that a spawned worker can find it: `asr.batch.transcribe_batched`'s signature, which it is for
+    asr.transcribe; `asr.evaluate.texts_batched` for asr.evaluate). `progress` is called with each group's
+    seconds of audio as it finishes; `seconds`: the files' durations where known (the others are read from
+    their headers here). Standard input cannot be shared: ValueError. A spawned worker that cannot load the
+    model: StartError, before any result."""
     global _model, _args
     if any(str(path) == "-" for path in files):
         raise ValueError("--jobs reads files, not standard input ('-'): use one job for it")
-    durations = dict(enumerate(seconds if seconds is not None else map(_seconds, files)))
+    known = seconds if seconds is not None else [None] * len(files)
+    durations = {i: _seconds(path) if s is None else s for i, (path, s) in enumerate(zip(files, known))}
     order = sorted(durations, key=durations.get, reverse=True)  # the longest first: the last groups even out the end
     groups = [[(i, files[i], durations[i]) for i in order[start:start + GROUP_FILES]]
               for start in range(0, len(order), GROUP_FILES)]
-    done: dict[int, Transcript | AudioError] = {}
+    done: dict[int, Any] = {}
     next_index = 0
     if forks_safely(args):
         _model, _args = model, args
@@ -92,7 +112,7 @@ def transcribe_in_processes(model: Transcriber, args: argparse.Namespace, files:
     else:
         pool = multiprocessing.get_context("spawn").Pool(min(jobs, len(groups)), _start, (args,))
     with pool:
-        for finished in pool.imap_unordered(_run, groups):
+        for finished in pool.imap_unordered(functools.partial(_run, work), groups):
             done.update(finished)
             if progress is not None:
                 progress(sum(durations[index] for index, _ in finished))

@@ -94,8 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--output-dir", type=Path, help="write one FILE.<format> per input here")
     cli.add_chunk_ms(parser, 2000.0, "audio per recognizer step in ms (speed only; default 2000)")
     cli.add_batch_seconds(parser)
-    parser.add_argument("--jobs", type=cli.positive_int, default=1, metavar="N",
-                        help="batched transcription in N processes, one core each (asr.parallel; default 1)")
+    cli.add_jobs(parser)
     cli.add_decoder_args(parser)
     cli.add_endpoint_args(parser)
     distributed.add_args(parser)

@@ -116,3 +116,38 @@ def test_by_speaker_lines(manifest: Path, model_path: Path, tmp_path: Path, caps
     assert all(per_speaker)
     assert sorted((m.group(1), m.group(3), m.group(4)) for m in per_speaker) == [("s1", "2", "10"), ("s2", "1", "4")]
     assert float(per_speaker[0].group(2)) >= float(per_speaker[1].group(2))
+
+
+def test_jobs_give_the_one_process_scores(tmp_path: Path) -> None:
+    """--jobs N (as asr.transcribe's, asr.parallel): the same WER, utterance by utterance, as one process. More
+    utterances than a worker's group, so that both workers take some."""
+    import subprocess
+    import sys
+
+    from asr.parallel import GROUP_FILES
+    from helpers import ROOT
+    examples = [(ROOT / "asr" / "examples" / "synthetic_slt.flac", "the weather was cold and the children stayed at home"),
+                (ROOT / "asr" / "examples" / "speechocean762_0813_0233.flac", "where are you going to keep it")]
+    rows = [{"audio": str(examples[i % 2][0]), "text": examples[i % 2][1], "speaker": str(i % 2)}
+            for i in range(GROUP_FILES + 8)]
+    write_manifest(tmp_path / "m.jsonl", rows)
+
+    def scored(*args: str) -> tuple[str, list[dict]]:
+        report = tmp_path / f"report{len(args)}.json"
+        run_ = subprocess.run([sys.executable, "-m", "asr.evaluate", "--manifest", str(tmp_path / "m.jsonl"), "--greedy",
+                               "--report", str(report), *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert run_.returncode == 0, run_.stderr
+        utterances = json.loads(report.read_text())["utterances"]
+        return LAST_LINE.search(run_.stdout.splitlines()[-1]).group(1, 2, 4), [(u["audio"], u["hyp"]) for u in utterances]
+
+    alone, jobs = scored(), scored("--jobs", "2")
+    assert jobs == alone and len(alone[1]) == len(rows)
+    assert len({hyp for _, hyp in alone[1]}) == 2  # each example its own text
+
+
+def test_jobs_need_the_offline_batches(manifest: Path, capsys) -> None:
+    for mode in (["--streaming"], ["--batch-seconds", "0"]):
+        with pytest.raises(SystemExit) as exit_:
+            evaluate.main(["--manifest", str(manifest), "--jobs", "2", *mode])
+        assert exit_.value.code == 2
+        assert "--jobs runs the offline mode's batches" in capsys.readouterr().err
