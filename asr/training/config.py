@@ -72,6 +72,8 @@ class TrainConfig:
     stop_at: float | None = None  # or at this Unix time, if sooner (a machine lent for a fixed time)
     select_by: str = "val_cer"  # validation metric that picks best.ckpt (CER tracks progress before WER moves)
     cmvn_utterances: int = 400  # training utterances used to estimate the global mean/std
+    freeze: list[str] = field(default_factory=list)  # parameters whose names start with one of these do not train
+    # (e.g. ["subsampling.", "blocks.0."]: the front end and the first block; asr/training/finetune.py)
 
 
 def register_configs() -> None:

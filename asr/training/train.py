@@ -174,8 +174,9 @@ class StepTimes(L.Callback):
                                             **{k: round(v, 1) for k, v in self.totals.items()}}) + "\n")
 
 
-def train(cfg: TrainConfig) -> Path:
+def train(cfg: TrainConfig, extra_callbacks: list[L.Callback] = ()) -> Path:
     """Fit (or resume) the run in cfg.run_dir and export its best model; returns the model path.
+    `extra_callbacks` join the run's own (checkpoints, learning rate, step times, wall-clock stop).
 
     Under DDP every rank runs this: only rank 0 writes the initial model, the config and the export."""
     torch.set_num_threads(cfg.threads)
@@ -192,7 +193,7 @@ def train(cfg: TrainConfig) -> Path:
                         save_top_k=cfg.keep_checkpoints, monitor="step", mode="max", auto_insert_metric_name=False),
         ModelCheckpoint(dirpath=ckpt_dir, save_last=True, save_top_k=0, every_n_train_steps=cfg.checkpoint_every_steps),
     ]
-    callbacks = [*checkpoints, LearningRateMonitor("step"), StepTimes(run_dir / "step_times.json")]
+    callbacks = [*checkpoints, LearningRateMonitor("step"), StepTimes(run_dir / "step_times.json"), *extra_callbacks]
     if cfg.stop_after_minutes is not None or cfg.stop_at is not None:
         callbacks.append(WallClockStop(cfg.stop_after_minutes, last, cfg.stop_at))
     # The batch sampler shards itself across ranks (BucketBatchSampler): Lightning must not try to.
@@ -201,6 +202,9 @@ def train(cfg: TrainConfig) -> Path:
                         callbacks=callbacks, use_distributed_sampler=False)
     # The ranks are known once the Trainer exists (from the launcher's environment).
     module = initial_module(cfg, run_dir / "initial.safetensors", trainer.is_global_zero)
+    for name, parameter in module.encoder.named_parameters():
+        if name.startswith(tuple(cfg.freeze)):
+            parameter.requires_grad_(False)  # AdamW skips a parameter without a gradient
     if trainer.global_rank:  # rank 0's seed as on one device; the others draw their own augmentation and dropout
         L.seed_everything(cfg.seed + trainer.global_rank, workers=True)
     if trainer.is_global_zero:
