@@ -3,11 +3,12 @@
     import asr
     model = asr.load()                          # the bundled model, word-LM beam search, cased finals
     result = model.transcribe("talk.m4a")       # a file (anything ffmpeg reads), or samples (N,) / (N, C)
+    model.transcribe(samples, sample_rate=22050)  # samples need their rate (a file carries its own)
     result.text                                 # "The water was cold."
     result.words                                # [Word(word='THE', start=0.48, end=0.6), ...]
     result.render("srt")                        # also "txt", "json", "vtt"
 
-    stream = model.stream()                     # live audio, pushed as it arrives (any piece lengths)
+    stream = model.stream(sample_rate=48000)    # live audio, pushed as it arrives (any piece lengths)
     for event in stream.push(samples): ...      # partials and finals (`asr.endpoint.Emission`)
     for event in stream.finish(): ...           # the last final
 
@@ -136,26 +137,33 @@ class Transcriber:
     def __init__(self, recognizer: Recognizer, decoder: Decoder, endpoint: EndpointConfig | None = None):
         self.recognizer, self.decoder, self.endpoint = recognizer, decoder, endpoint or EndpointConfig()
 
-    def stream(self, sample_rate: int = SAMPLE_RATE, chunk_ms: float = 500.0) -> LiveStream:
-        """A live stream: audio pushed in pieces of any length is stepped in chunks of `chunk_ms` (a partial
-        after each); the emissions are those of `asr.stream` for the same audio and chunk size."""
+    def stream(self, *, sample_rate: int, chunk_ms: float = 500.0) -> LiveStream:
+        """A live stream of audio at `sample_rate` Hz (required: samples do not say their rate), pushed in pieces
+        of any length and stepped in chunks of `chunk_ms` (a partial after each); the emissions are those of
+        `asr.stream` for the same audio and chunk size."""
         return LiveStream(Stream(self.recognizer, self.decoder, self.endpoint, chunk_samples=chunk_samples(chunk_ms)),
-                          sample_rate)
+                          _rate(sample_rate))
 
     def emissions(self, chunks: Iterable[np.ndarray]) -> Iterator[Emission]:
         """16 kHz chunks (each a chunk boundary, as `asr.stream` cuts them) -> partials and finals."""
         return emissions(self.recognizer, chunks, self.decoder, self.endpoint)
 
-    def transcribe(self, audio: Audio, sample_rate: int = SAMPLE_RATE, chunk_ms: float = 2000.0,
+    def transcribe(self, audio: Audio, *, sample_rate: int | None = None, chunk_ms: float = 2000.0,
                    progress: Callable[[float], None] | None = None) -> Transcript:
-        """A file (a path; "-" reads standard input) or samples (N,) or (N, C) at `sample_rate` -> its
-        Transcript: `text` (cased and punctuated unless loaded with restore=False), `words` with their times,
-        `segments`. `chunk_ms` changes only the speed; `progress` is called with the seconds of each chunk.
-        Raises AudioError (file + reason) for audio that cannot be read."""
+        """A file (a path; "-" reads standard input) or samples (N,) or (N, C) at `sample_rate` Hz (required
+        with samples, which do not say their rate; a file carries its own) -> its Transcript: `text` (cased and
+        punctuated unless loaded with restore=False), `words` with their times, `segments`. `chunk_ms` changes
+        only the speed; `progress` is called with the seconds of each chunk. Raises AudioError (file + reason)
+        for audio that cannot be read, ValueError for samples without their rate."""
         if isinstance(audio, (str, Path)):
+            if sample_rate is not None:
+                raise ValueError(f"{audio}: a file carries its own rate: give sample_rate only with samples")
             name, pieces = str(audio), read_blocks(audio)
         else:
-            name, pieces = "<array>", iter([resample(_mono(audio), sample_rate)])
+            if sample_rate is None:
+                raise ValueError("samples need their rate: transcribe(samples, sample_rate=...) (16000 for the "
+                                 "model's own; other rates are resampled)")
+            name, pieces = "<array>", iter([resample(_mono(audio), _rate(sample_rate))])
         heard = 0
 
         def counted(chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
@@ -179,6 +187,15 @@ def chunk_samples(chunk_ms: float) -> int:
     if not chunk_ms > 0:
         raise ValueError(f"chunk_ms must be > 0 (got {chunk_ms})")
     return max(1, round(chunk_ms * SAMPLE_RATE / 1000))
+
+
+def _rate(sample_rate: object) -> int:
+    """A sample rate as given by a caller -> int Hz; ValueError for anything but a whole number > 0."""
+    whole = isinstance(sample_rate, (int, np.integer)) or (
+        isinstance(sample_rate, (float, np.floating)) and float(sample_rate).is_integer())
+    if whole and not isinstance(sample_rate, bool) and sample_rate > 0:
+        return int(sample_rate)
+    raise ValueError(f"sample_rate must be a whole number of Hz > 0 (got {sample_rate!r})")
 
 
 def _mono(samples: np.ndarray) -> np.ndarray:

@@ -41,18 +41,37 @@ def test_arrays_at_any_rate_and_channels_give_the_files_text(model, tmp_path) ->
     wave, rate = sf.read(EXAMPLE, dtype="float32")
     assert rate == 16000
     expected = model.transcribe(EXAMPLE).text
-    assert model.transcribe(wave).text == expected
+    assert model.transcribe(wave, sample_rate=rate).text == expected
     pcm = np.round(wave * 32767).astype(np.int16)  # integer PCM is scaled to [-1, 1]
-    assert model.transcribe(pcm).text == expected
+    assert model.transcribe(pcm, sample_rate=rate).text == expected
     stereo = np.stack([wave, wave], axis=1)  # (N, 2): the channels are averaged
-    assert model.transcribe(stereo).text == expected
+    assert model.transcribe(stereo, sample_rate=rate).text == expected
     other_rate = resample(wave, 16000, 22050)  # an array at 22.05 kHz reads as the same file would
     sf.write(tmp_path / "22k.wav", other_rate, 22050, subtype="FLOAT")
     assert model.transcribe(other_rate, sample_rate=22050).text == model.transcribe(tmp_path / "22k.wav").text
     with pytest.raises(ValueError, match=r"\(N,\) or \(N, channels\)"):
-        model.transcribe(np.zeros((2, 2, 2), np.float32))
+        model.transcribe(np.zeros((2, 2, 2), np.float32), sample_rate=rate)
     with pytest.raises(AudioError, match="no such file"):
         model.transcribe(ROOT / "missing.wav")
+
+
+def test_samples_need_their_rate(model) -> None:
+    """An array is only numbers: taken as 16 kHz, 22.05 kHz samples gave wrong text without a word. Its rate
+    is a required keyword (a file carries its own)."""
+    wave = resample(sf.read(EXAMPLE, dtype="float32")[0], 16000, 22050)
+    with pytest.raises(ValueError, match=r"^samples need their rate: transcribe\(samples, sample_rate=\.\.\.\)"):
+        model.transcribe(wave)
+    with pytest.raises(TypeError, match="sample_rate"):
+        model.stream()
+    for bad in (0, -16000, 16000.5, float("nan"), True, "16000"):
+        with pytest.raises(ValueError, match="sample_rate must be a whole number of Hz > 0"):
+            model.transcribe(wave, sample_rate=bad)
+        with pytest.raises(ValueError, match="sample_rate must be a whole number of Hz > 0"):
+            model.stream(sample_rate=bad)
+    with pytest.raises(ValueError, match="a file carries its own rate"):
+        model.transcribe(EXAMPLE, sample_rate=22050)
+    text = model.transcribe(wave, sample_rate=22050).text
+    assert model.transcribe(wave, sample_rate=np.int64(22050)).text == text == model.transcribe(wave, sample_rate=22050.0).text
 
 
 def test_pushed_pieces_of_any_length_give_the_stream_tools_events(model, capsys) -> None:
@@ -61,7 +80,7 @@ def test_pushed_pieces_of_any_length_give_the_stream_tools_events(model, capsys)
     wave, _ = sf.read(EXAMPLE, dtype="float32")
     rng = np.random.default_rng(0)
     for _ in range(2):  # two random cuttings: the events do not depend on how the audio arrives
-        live, events, start = model.stream(), [], 0
+        live, events, start = model.stream(sample_rate=16000), [], 0
         while start < wave.size:
             size = int(rng.integers(1, 4000))
             events += live.push(wave[start:start + size])
@@ -86,7 +105,7 @@ def test_options_mean_what_the_flags_mean(model) -> None:
     with pytest.raises(ValueError, match="hotwords:1:"):
         asr.load(hotwords=["3 + 4"])
     with pytest.raises(ValueError, match="chunk_ms must be > 0"):
-        model.stream(chunk_ms=0)
+        model.stream(sample_rate=16000, chunk_ms=0)
 
 
 def test_import_asr_load_transcribe_an_m4a(model, tmp_path) -> None:

@@ -69,7 +69,7 @@ def recognize(item: tuple[str, str, int]) -> dict | None:
         audio = synthetic.postprocess(E.SYNTH[engine](synthetic.tts_text(text) or text, voice, rng), rng)
     except Exception:  # an engine that chokes on one text: skip the item
         return None
-    result = _WORKER["model"].transcribe(audio)
+    result = _WORKER["model"].transcribe(audio, sample_rate=E.SR)
     finals = [[[w.word, round(w.start, 3), round(w.end, 3)] for w in s.words] for s in result.segments]
     return {"text": text, "voice": voice.speaker, "finals": finals}
 

@@ -74,7 +74,7 @@ def recognize(refs: list[dict], seed: int = 0) -> dict[str, list[dict]]:
     model = asr.load(restore=False)
 
     def finals(audio: np.ndarray) -> list[Final]:
-        return [[(w.word, round(w.start, 3), round(w.end, 3)) for w in s.words] for s in model.transcribe(audio).segments]
+        return [[(w.word, round(w.start, 3), round(w.end, 3)) for w in s.words] for s in model.transcribe(audio, sample_rate=SAMPLE_RATE).segments]
 
     audio = {r["audio"]: load_audio(r["audio"]) for r in refs}
     clips = [{"text": r["text"], "finals": finals(audio[r["audio"]])} for r in refs]
