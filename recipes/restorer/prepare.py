@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
 from pathlib import Path
 from typing import Iterator
@@ -46,8 +45,11 @@ def sentences(text_dir: Path, exclude: set[str]) -> Iterator[tuple[str, str, boo
     synthetic = synthetic_recipe()
     seen = set(exclude)
     for path in sorted(text_dir.glob("*.txt")):
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        if synthetic.holds_dev(path, lines, exclude):
+            continue
         kept = 0
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in lines:
             if synthetic.tts_text(line) is None:
                 continue
             text = normalize(line)
@@ -68,11 +70,6 @@ def split(text_dir: Path, exclude: set[str]) -> tuple[list[str], list[str]]:
     return train, held
 
 
-def dev_transcripts(text_dir: Path) -> set[str]:
-    dev = text_dir.parent / "speechocean762" / "dev.jsonl"
-    return {normalize(json.loads(line)["text"]) for line in dev.open()} if dev.exists() else set()
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--text-dir", type=Path, default=ROOT.parent / "shared" / "data" / "text")
@@ -81,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     if not any(a.text_dir.glob("*.txt")):
         print(f"recipes/restorer/prepare.py: error: {a.text_dir}: no *.txt files", file=sys.stderr)
         return 1
-    train, held = split(a.text_dir, dev_transcripts(a.text_dir))
+    synthetic = synthetic_recipe()
+    dev = synthetic.dev_transcripts([a.text_dir.parent / name for name in synthetic.DEV_MANIFESTS])
+    train, held = split(a.text_dir, dev)
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "train.txt").write_text("".join(s + "\n" for s in train), encoding="utf-8")
     (a.out / "held.txt").write_text("".join(s + "\n" for s in held), encoding="utf-8")

@@ -81,12 +81,33 @@ def tts_text(s: str) -> str | None:
     return re.sub(r"\b(?=[A-Z]*[AEIOU])[A-Z]{%d,}\b" % shortest, lambda m: m.group().lower(), s)
 
 
+DEV_MANIFESTS = ("speechocean762/dev.jsonl", "librispeech/dev-clean-2.jsonl")  # beside the text folder
+
+
+def dev_transcripts(manifests: list[Path]) -> set[str]:
+    """The normalised transcripts of the dev manifests that exist: text never used for synthesis."""
+    return {normalize(json.loads(line)["text"]) for dev in manifests if dev.exists() for line in dev.open()}
+
+
+def holds_dev(path: Path, lines: list[str], exclude: set[str]) -> bool:
+    """Whether a text file holds any `exclude`d (dev) transcript, so that it is left out whole (logged)."""
+    overlap = sum(normalize(line) in exclude for line in lines)
+    if overlap:
+        log.info("%s: left out, it holds %d dev transcripts", path.name, overlap)
+    return overlap > 0
+
+
 def load_sentences(text_dir: Path, exclude: set[str]) -> tuple[list[Sentence], list[Sentence]]:
-    """Filter every *.txt in text_dir; return (train, held_out), deduplicated on normalised text."""
+    """Filter every *.txt in text_dir; return (train, held_out), deduplicated on normalised text. A file
+    that holds any `exclude`d (dev) transcript is left out whole: its other lines come from the same
+    chapters as the dev set (LibriSpeech dev-clean's transcripts hold every dev-clean-2 sentence)."""
     seen, train, held = set(exclude), [], []
     for path in sorted(text_dir.glob("*.txt")):
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        if holds_dev(path, lines, exclude):
+            continue
         kept = 0
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in lines:
             tts = tts_text(line)
             if tts is None:
                 continue
@@ -246,8 +267,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--text-dir", type=Path, default=Path("../shared/data/text"))
     p.add_argument("--out", type=Path, default=Path("data/synthetic"))
-    p.add_argument("--dev-manifest", type=Path, default=None,
-                   help="transcripts never used as synthesis text (default: <text-dir>/../speechocean762/dev.jsonl)")
+    p.add_argument("--dev-manifest", type=Path, nargs="+", default=None,
+                   help="transcripts never used as synthesis text, nor any text file holding one (default: "
+                        "<text-dir>/../speechocean762/dev.jsonl and <text-dir>/../librispeech/dev-clean-2.jsonl)")
     p.add_argument("--hours-train", type=float, default=8.0)
     p.add_argument("--check-utts", type=int, default=300)
     p.add_argument("--engines", nargs="+", default=list(E.SYNTH), choices=list(E.SYNTH))
@@ -269,8 +291,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
 
-    dev = a.dev_manifest or a.text_dir.parent / "speechocean762" / "dev.jsonl"
-    exclude = {normalize(json.loads(line)["text"]) for line in dev.open()} if dev.exists() else set()
+    exclude = dev_transcripts(a.dev_manifest or [a.text_dir.parent / name for name in DEV_MANIFESTS])
     train_s, held_s = load_sentences(a.text_dir, exclude)
     if a.max_sentences:
         train_s, held_s = train_s[: a.max_sentences], held_s[: a.max_sentences]
