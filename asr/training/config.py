@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
 from asr.training.data import DataConfig
+from asr.training.distill import DistillConfig
 from asr.model.config import EncoderConfig
 
 
@@ -55,6 +57,7 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)  # a teacher's cached frames as a second loss
     run_dir: str = "runs/default"  # logs, checkpoints and the exported model; a rerun resumes here
     init_from: str | None = None  # start from this exported model's weights, tokenizer and CMVN
     init_body_from: str | None = None  # or: a new model (this config's shape and tokenizer) taking every tensor
@@ -76,5 +79,17 @@ class TrainConfig:
     # (e.g. ["subsampling.", "blocks.0."]: the front end and the first block; asr/training/finetune.py)
 
 
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
 def register_configs() -> None:
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+
+
+def compose_config(overrides: list[str]) -> Any:
+    """conf/train.yaml composed with Hydra `overrides` (e.g. experiment=NAME), as `python -m asr.training` would."""
+    from hydra import compose, initialize_config_dir  # noqa: PLC0415
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="train", overrides=overrides)

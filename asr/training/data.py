@@ -30,6 +30,7 @@ from asr.text import normalize
 from asr.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
+    from asr.training.teacher import TeacherCache
     from asr.training.variants import VariantStore
 
 
@@ -38,6 +39,7 @@ class SourceConfig:
     manifest: str = "???"
     split: str = ""  # keep only rows of this "split" (e.g. FSDD's train/test) and rows without one
     repeat: int = 1  # how many times each utterance appears per epoch
+    speakers_out: list[str] = field(default_factory=list)  # rows of these speakers are left out (held out)
 
 
 @dataclass
@@ -86,7 +88,7 @@ def load_sources(sources: list[SourceConfig], max_duration: float = math.inf) ->
     utterances = []
     for source in sources:
         rows = read_manifest(source.manifest, source.split, durations=True)
-        rows = [u for u in rows if u.duration <= max_duration]
+        rows = [u for u in rows if u.duration <= max_duration and u.speaker not in source.speakers_out]
         utterances += rows * source.repeat
     return utterances
 
@@ -214,11 +216,14 @@ def draw_wave_augment(aug: AugmentConfig, rooms: int) -> WaveAugment:
 
 
 class SpeechDataset(Dataset):
-    """Utterance i -> (log-mel (T, F), token ids (U,))."""
+    """Utterance i -> (log-mel (T, F), token ids (U,)); with a teacher cache also the teacher's frames of the
+    clean audio (T_t, D_t) and how many of the T frames are the speech they cover (the rest: appended silence)."""
 
     def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, augment: AugmentConfig | None,
-                 cache: bool = False, variants: VariantStore | None = None, features: str = "fbank"):
+                 cache: bool = False, variants: VariantStore | None = None, features: str = "fbank",
+                 teacher: TeacherCache | None = None):
         self.utterances, self.tokenizer, self.augment, self.variants = utterances, tokenizer, augment, variants
+        self.teacher = teacher
         self.fbank = Fbank(FbankConfig.of(features))
         self.silent_frame = torch.from_numpy(self.fbank(np.zeros(self.fbank.cfg.win_length, np.float32)))  # (1, F)
         self.cache: dict[tuple[Path, float], Tensor] | None = {} if cache else None
@@ -265,6 +270,7 @@ class SpeechDataset(Dataset):
             snr_db = random.uniform(*aug.snr_db) if random.random() < aug.noise_prob else None
             speed = random.choice(aug.speeds)
             feats = self.features(utt.audio, speed, snr_db, draw_wave_augment(aug, len(self.rooms)))
+        speech_frames = feats.shape[0]  # before any silence is appended
         if aug is not None:
             if aug.mel_warp > 0:
                 feats = warp_mel(feats, random.uniform(1 - aug.mel_warp, 1 + aug.mel_warp))
@@ -272,16 +278,27 @@ class SpeechDataset(Dataset):
                 frames = round(random.uniform(0, aug.silence_seconds) * 100)
                 feats = torch.cat([feats, self.silent_frame.expand(frames, -1)])
             feats = spec_augment(feats, aug)
-        return feats, torch.tensor(self.tokenizer.encode(normalize(utt.text)), dtype=torch.long)
+        targets = torch.tensor(self.tokenizer.encode(normalize(utt.text)), dtype=torch.long)
+        if self.teacher is None:
+            return feats, targets
+        return feats, targets, torch.from_numpy(self.teacher.load(utt.audio)), speech_frames
 
 
-def collate(batch: list[tuple[Tensor, Tensor]]) -> dict[str, Tensor]:
-    """Pad to the longest item: feats (B, T, F), feat_lens (B,), targets (B, U), target_lens (B,)."""
-    feats, targets = zip(*batch)
-    return {"feats": torch.nn.utils.rnn.pad_sequence(feats, batch_first=True),
-            "feat_lens": torch.tensor([f.shape[0] for f in feats]),
-            "targets": torch.nn.utils.rnn.pad_sequence(targets, batch_first=True),
-            "target_lens": torch.tensor([t.numel() for t in targets])}
+def collate(batch: list[tuple[Tensor, ...]]) -> dict[str, Tensor]:
+    """Pad to the longest item: feats (B, T, F), feat_lens (B,), targets (B, U), target_lens (B,), and for
+    items with a teacher's frames teacher (B, T_t, D_t) float16, teacher_lens (B,), speech_lens (B,) (feature
+    frames of speech, before appended silence)."""
+    feats, targets = [item[0] for item in batch], [item[1] for item in batch]
+    padded = {"feats": torch.nn.utils.rnn.pad_sequence(feats, batch_first=True),
+              "feat_lens": torch.tensor([f.shape[0] for f in feats]),
+              "targets": torch.nn.utils.rnn.pad_sequence(targets, batch_first=True),
+              "target_lens": torch.tensor([t.numel() for t in targets])}
+    if len(batch[0]) == 4:
+        teacher = [item[2] for item in batch]
+        padded.update(teacher=torch.nn.utils.rnn.pad_sequence(teacher, batch_first=True),
+                      teacher_lens=torch.tensor([t.shape[0] for t in teacher]),
+                      speech_lens=torch.tensor([item[3] for item in batch]))
+    return padded
 
 
 class BucketBatchSampler(Sampler[list[int]]):
@@ -357,9 +374,9 @@ def even_batches(batches: list[list[int]], world: int) -> list[list[int]]:
 
 
 class SpeechDataModule(L.LightningDataModule):
-    def __init__(self, cfg: DataConfig, tokenizer: Tokenizer):
+    def __init__(self, cfg: DataConfig, tokenizer: Tokenizer, teacher_dir: str | None = None):
         super().__init__()
-        self.cfg, self.tokenizer = cfg, tokenizer
+        self.cfg, self.tokenizer, self.teacher_dir = cfg, tokenizer, teacher_dir
         self.train_utts = load_sources(cfg.train, cfg.max_duration)
         self.valid_utts = load_sources(cfg.valid)
 
@@ -377,8 +394,11 @@ class SpeechDataModule(L.LightningDataModule):
             store.build([u.audio for u in self.train_utts], self.cfg.variants_workers)
 
     def _loader(self, utts: list[Utterance], train: bool) -> DataLoader:
+        from asr.training.teacher import TeacherCache  # noqa: PLC0415 (torch and the Whisper reader: only if asked)
+
+        teacher = TeacherCache(self.teacher_dir) if train and self.teacher_dir else None
         dataset = SpeechDataset(utts, self.tokenizer, self.cfg.augment if train else None, self.cfg.cache_features,
-                                self.variant_store if train else None, self.cfg.features)
+                                self.variant_store if train else None, self.cfg.features, teacher)
         sampler = BucketBatchSampler([u.duration for u in utts], self.cfg.max_batch_seconds, shuffle=train)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
                           persistent_workers=self.cfg.num_workers > 0)

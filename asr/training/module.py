@@ -1,4 +1,5 @@
-"""LightningModule: CTC loss, AdamW with warm-up and cosine decay, validation WER/CER."""
+"""LightningModule: CTC loss (plus, optionally, distillation from a teacher's cached frames), AdamW with
+warm-up and cosine decay, validation WER/CER."""
 from __future__ import annotations
 
 import math
@@ -9,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from asr.training.config import OptimConfig
+from asr.training.distill import DistillConfig, DistillHead
 from asr.decoding.ctc import greedy_decode
 from asr.model.encoder import Encoder, EncoderConfig
 from asr.tokenizer import Tokenizer
@@ -39,8 +41,14 @@ class CTCModule(L.LightningModule):
         super().__init__()
         self.encoder = Encoder(model_cfg)
         self.optim_cfg, self.tokenizer = optim_cfg, tokenizer
+        self.distill: DistillHead | None = None
+        self.distill_weight = 0.0
         self.hyps: list[str] = []
         self.refs: list[str] = []
+
+    def attach_distill(self, cfg: DistillConfig) -> None:
+        """Train with the distillation loss too (batches then carry "teacher" and "teacher_lens")."""
+        self.distill, self.distill_weight = DistillHead(cfg, self.encoder), cfg.weight
 
     def ctc_loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         logprobs, out_lens = self.encoder(batch["feats"], batch["feat_lens"])  # (B, T', V), (B,)
@@ -49,8 +57,14 @@ class CTCModule(L.LightningModule):
         return loss / batch["target_lens"].sum().clamp_min(1), logprobs, out_lens
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        loss, _, _ = self.ctc_loss(batch)
-        self.log("train_loss", loss, prog_bar=True, batch_size=batch["feats"].shape[0])
+        loss, _, out_lens = self.ctc_loss(batch)
+        size = batch["feats"].shape[0]
+        self.log("train_loss", loss, prog_bar=True, batch_size=size)
+        if self.distill is not None:
+            speech = torch.minimum(out_lens, self.encoder.output_lengths(batch["speech_lens"]))  # not the silence
+            distill = self.distill.loss(speech, batch["teacher"], batch["teacher_lens"])
+            self.log("train_distill", distill, prog_bar=True, batch_size=size)
+            loss = loss + self.distill_weight * distill
         return loss
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:

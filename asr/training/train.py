@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 from asr.training.config import OptimConfig, TrainConfig, register_configs
 from asr.training.module import CTCModule
 from asr.training.data import SpeechDataModule, SpeechDataset, load_sources
+from asr.training.distill import enabled as distill_enabled
 from asr.training.whisper import take_whisper
 from asr.model.config import EncoderConfig
 from asr.model.loader import average_weights, load_model, save_model
@@ -207,9 +208,11 @@ def train(cfg: TrainConfig, extra_callbacks: list[L.Callback] = ()) -> Path:
             parameter.requires_grad_(False)  # AdamW skips a parameter without a gradient
     if trainer.global_rank:  # rank 0's seed as on one device; the others draw their own augmentation and dropout
         L.seed_everything(cfg.seed + trainer.global_rank, workers=True)
+    if distill_enabled(cfg.distill):
+        module.attach_distill(cfg.distill)
     if trainer.is_global_zero:
         OmegaConf.save(cfg, run_dir / "config.yaml")
-    data = SpeechDataModule(cfg.data, module.tokenizer)
+    data = SpeechDataModule(cfg.data, module.tokenizer, cfg.distill.teacher_dir if distill_enabled(cfg.distill) else None)
     log.info("train %d utts (%.1f h), valid %d utts, %.2fM parameters", len(data.train_utts),
              sum(u.duration for u in data.train_utts) / 3600, len(data.valid_utts),
              sum(p.numel() for p in module.encoder.parameters()) / 1e6)
@@ -225,8 +228,8 @@ def export_checkpoint(run_dir: Path, checkpoints: list[Path], out: Path | None =
     Several checkpoints are averaged weight by weight (as WeNet and icefall do with their last epochs)."""
     encoder, tokenizer, _ = load_model(run_dir / "initial.safetensors")  # config, tokenizer, CMVN
     states = [torch.load(path, map_location="cpu", weights_only=True) for path in checkpoints]
-    encoder.load_state_dict(average_weights([{k.removeprefix("encoder."): v for k, v in s["state_dict"].items()}
-                                             for s in states]))
+    encoder.load_state_dict(average_weights([{k.removeprefix("encoder."): v for k, v in s["state_dict"].items()
+                                              if k.startswith("encoder.")} for s in states]))  # not the distill head
     out = out or run_dir / "model.safetensors"
     steps = [s["global_step"] for s in states]
     save_model(out, encoder, tokenizer, {"checkpoints": [p.name for p in checkpoints], "steps": max(steps),
