@@ -28,6 +28,29 @@ def test_a_list_gives_words_phrases_and_boosts() -> None:
     assert parse_hotwords(["zorblax"], "x", CHAR) == [Hotword(("ZORBLAX",), DEFAULT_BOOST)]
 
 
+def test_a_list_keeps_the_users_spelling_where_it_has_capitals() -> None:
+    lines = ["Jessica Pemberton 12", "iPhone", "st. John-Smith", "okonkwo", "O'Brien", "NASA"]
+    assert [h.written for h in parse_hotwords(lines, "x", CHAR)] == [
+        ("Jessica", "Pemberton"), ("iPhone",), ("", "John", "Smith"), ("",), ("O'Brien",), ("NASA",)]
+
+
+def test_restored_finals_keep_a_listed_words_casing(toy_lm: WordLM) -> None:
+    """The restorer has not seen "Pemberton" and writes it lower case; the list's spelling wins in the final
+    (its mark kept), and a word written all lower case in the list is left to the restorer."""
+    from asr.restore.restorer import bundled_restorer, load_restorer
+    if bundled_restorer() is None:
+        pytest.skip("no restorer is bundled")
+    plain = "YESTERDAY I MET JESSICA PEMBERTON AND HER IPHONE"
+    restorer = Decoder(CHAR, toy_lm, restorer=load_restorer())
+    assert "Jessica Pemberton" not in restorer.restore(plain)  # what the issue saw
+    listed = restorer.with_hotwords(parse_hotwords(["Jessica Pemberton", "iPhone 3", "yesterday"], "x", CHAR))
+    restored = listed.restore(plain)
+    assert restored.startswith("Yesterday") and "Jessica Pemberton" in restored and "iPhone" in restored, restored
+    assert restored.lower() == restorer.restore(plain).lower()  # casing only: the marks are the restorer's
+    assert listed.restore("JESSICA PEMBERTON") .startswith("Jessica Pemberton")
+    assert Decoder(CHAR, toy_lm).with_hotwords(parse_hotwords(["Jessica"], "x", CHAR)).restore("JESSICA") is None
+
+
 @pytest.mark.parametrize("content, line, reason", [
     (b"", None, "no hotwords"),
     (b"# only a comment\n\n", None, "no hotwords"),
@@ -152,6 +175,9 @@ def test_real_speech_a_listed_name_is_recognised(tmp_path: Path, capsys) -> None
     assert "PEMBERTON" not in plain and "JESSICA" not in plain
     assert transcribe.main([str(wav), "--backend", "onnx", "--plain", "--hotwords", str(hot)]) == 0
     assert "JESSICA PEMBERTON" in capsys.readouterr().out
+    hot.write_text("Jessica Pemberton 12\n")  # restored finals keep the list's casing
+    assert transcribe.main([str(wav), "--backend", "onnx", "--hotwords", str(hot)]) == 0
+    assert "Jessica Pemberton" in capsys.readouterr().out
 
 
 def test_a_listed_word_below_the_minimum_confidence_gives_the_unlisted_final(toy_lm: WordLM) -> None:

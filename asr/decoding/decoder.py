@@ -53,15 +53,17 @@ class Decoder:
 
     def __init__(self, tokenizer: Tokenizer, lm: WordLM | None = None, biasing: Biasing | None = None,
                  restorer: Restorer | None = None, hotword_min_confidence: float = 0.0,
-                 written: WrittenForm | None = None):
+                 written: WrittenForm | None = None, spellings: dict[str, str] | None = None):
         self.tokenizer, self.lm, self.biasing, self.restorer = tokenizer, lm, biasing, restorer
         self.hotword_min_confidence = hotword_min_confidence  # a listed word below it: the final without the list
         self.written = written
+        self.spellings = spellings or {}  # plain word -> the hotword list's casing of it ("PEMBERTON": "Pemberton")
 
     def _but(self, **changes) -> "Decoder":
         """This decoder with some of its parts changed (the word LM and restorer are shared)."""
         parts = dict(tokenizer=self.tokenizer, lm=self.lm, biasing=self.biasing, restorer=self.restorer,
-                     hotword_min_confidence=self.hotword_min_confidence, written=self.written)
+                     hotword_min_confidence=self.hotword_min_confidence, written=self.written,
+                     spellings=self.spellings)
         return Decoder(**{**parts, **changes})
 
     @classmethod
@@ -86,12 +88,14 @@ class Decoder:
                    written=WrittenForm() if written and restorer is not None and written_available() else None)
 
     def with_hotwords(self, hotwords: list[Hotword]) -> "Decoder":
-        """This decoder favouring `hotwords` (words outside the lexicon become possible outputs); the word
-        LM is shared, and so is `hotword_min_confidence` (see `finish`). ValueError for a greedy decoder:
-        hotwords need the beam search."""
+        """This decoder favouring `hotwords` (words outside the lexicon become possible outputs), their words
+        spelled in restored finals as the list spells them where it gives them a capital; the word LM is
+        shared, and so is `hotword_min_confidence` (see `finish`). ValueError for a greedy decoder: hotwords
+        need the beam search."""
         if self.lm is None:
             raise ValueError("hotwords need the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
-        return self._but(biasing=self.lm.biasing.get(hotwords))
+        spellings = {word: spelled for h in hotwords for word, spelled in zip(h.words, h.written) if spelled}
+        return self._but(biasing=self.lm.biasing.get(hotwords), spellings=spellings)
 
     def spoken(self) -> "Decoder":
         """This decoder with restored finals in the spoken form: numbers as the words said."""
@@ -132,13 +136,13 @@ class Decoder:
 
     def restore(self, text: str, words: list[Word] | None = None) -> str | None:
         """A final's plain words as people read them, or None without a restorer: cased and punctuated (one
-        token per word; the pause before each word, from `words`' times, helps place the marks), and in the
-        written form where that is on ("$25 at 3:30")."""
+        token per word; the pause before each word, from `words`' times, helps place the marks; a listed
+        hotword spelled as its list spells it), and in the written form where that is on ("$25 at 3:30")."""
         if self.restorer is None:
             return None
         timed = words is not None and len(words) == len(text.split())
         pauses = word_pauses([w.start for w in words], [w.end for w in words]) if timed else None
-        restored = self.restorer.restore(text, pauses)
+        restored = respelled(self.restorer.restore(text, pauses), text, self.spellings)
         return self.written(restored) if self.written else restored
 
     def words(self, tokens: list[Token], frame_seconds: float, logprobs: np.ndarray | None = None,
@@ -151,3 +155,16 @@ class Decoder:
             for word, score in zip(words, scores):
                 word.confidence = score
         return words
+
+
+def respelled(restored: str, plain: str, spellings: dict[str, str]) -> str:
+    """A restored final (one token per plain word: the word cased, its mark attached) with each word found in
+    `spellings` given that spelling, its mark kept."""
+    tokens, words = restored.split(" "), plain.split()
+    if not spellings or len(tokens) != len(words):
+        return restored
+    for i, word in enumerate(words):
+        spelled = spellings.get(word)
+        if spelled and tokens[i][:len(word)].upper() == word:
+            tokens[i] = spelled + tokens[i][len(word):]
+    return " ".join(tokens)

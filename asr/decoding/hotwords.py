@@ -7,14 +7,15 @@ A list is text, one word or phrase a line, with an optional boost as the line's 
     # a comment; blank lines are skipped
 
 Words are normalised like every transcript (`asr.text.normalize`) and must be spellable with the
-acoustic model's units. A line without a boost gets `DEFAULT_BOOST`. Anything unusable raises
+acoustic model's units. A line without a boost gets `DEFAULT_BOOST`. A word written with a capital
+("Jessica Pemberton", "iPhone") keeps that spelling in restored finals (`Hotword.written`). Anything unusable raises
 `HotwordError`, one line naming the source and the line number.
 """
 from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from asr.text import normalize
@@ -36,6 +37,8 @@ class HotwordError(ValueError):
 class Hotword:
     words: tuple[str, ...]  # normalised words of the phrase
     boost: float  # per word, in the search's score units
+    written: tuple[str, ...] = field(default=(), compare=False)  # each word as the list spells it where that has
+    # a capital ("Pemberton", "iPhone"; "" for a word written all lower case): restored finals keep it
 
 
 def _spellable_text(text: str) -> str | None:
@@ -73,7 +76,18 @@ def parse_line(line: str, tokenizer: Tokenizer) -> Hotword | None:
     for word in words:
         if "<unk>" in tokenizer.spell(word):
             raise ValueError(f"{word!r} cannot be spelled with the model's units")
-    return Hotword(words, boost)
+    return Hotword(words, boost, _spellings(phrase, words))
+
+
+def _spellings(phrase: str, words: tuple[str, ...]) -> tuple[str, ...]:
+    """The phrase's spelling of each of its normalised `words` where it holds a capital, "" elsewhere (and for
+    every word where the phrase's letters do not line up with them one to one)."""
+    folded = unicodedata.normalize("NFKD", phrase.replace("\u2019", "'")).encode("ascii", "ignore").decode()
+    runs = [run.strip("'") for run in re.findall(r"[A-Za-z']+", folded)]
+    runs = [run for run in runs if run]
+    if len(runs) != len(words) or any(run.upper() != word for run, word in zip(runs, words)):
+        return ("",) * len(words)
+    return tuple(run if run != run.lower() else "" for run in runs)
 
 
 def parse_hotwords(lines: list[str], source: str, tokenizer: Tokenizer) -> list[Hotword]:
