@@ -1,17 +1,31 @@
 """Transcript writers: plain text, JSON, SubRip (.srt) and WebVTT (.vtt).
 
-Subtitle cues come from the endpointer's segments, split into cues of at most
-`MAX_CUE_WORDS` words using the CTC word times.
+Subtitle cues (`cues`) follow the endpointer's segments, which they never span, and the restorer's sentences,
+as subtitle guides ask (the BBC's and Netflix's: at most two lines of 37-42 characters, shown 5/6 s to 7 s):
+each segment's shown tokens, timed by their words, are cut into cues of at most two lines of MAX_LINE_CHARS and
+MAX_CUE_SECONDS, by the fewest cues that cut at sentence ends, else at a comma, with one sentence a cue
+where it fits and a cue shorter than MIN_CUE_SECONDS joined to its neighbour. A cue still shorter (a lone
+"Yes." as its own segment) is shown for MIN_CUE_SECONDS where the next cue leaves room.
 """
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 
 from asr.decoding.ctc import Word, word_json
+from asr.text import normalize
 
 FORMATS = ("txt", "json", "srt", "vtt")
-MAX_CUE_WORDS = 12
+MAX_LINE_CHARS = 42  # characters a subtitle line
+MAX_LINES = 2
+MIN_CUE_SECONDS = 1.0
+MAX_CUE_SECONDS = 7.0
+_SENTENCE_END = re.compile(r"[.?!][\"')\]]*$")
+_CLAUSE_END = re.compile(r"[,;:][\"')\]]*$")
+_BREAK_BEFORE = frozenset("and but or so because that which who when where while if then".split())
 
 
 @dataclass
@@ -61,21 +75,129 @@ def to_json(t: Transcript) -> str:
                        "words": words, "rtf": round(t.rtf, 4)}) + "\n"
 
 
-def cues(t: Transcript, max_words: int = MAX_CUE_WORDS) -> list[tuple[float, float, str]]:
-    """(start, end, text) subtitle cues: each segment, split every `max_words` words. A restored segment
-    has one token per word, so each cue shows its words as restored."""
-    out = []
+Timed = tuple[float, float, str]  # (start, end, text): a token, or a cue
+
+
+def cues(t: Transcript) -> list[Timed]:
+    """(start, end, text) subtitle cues of the transcript, `text` in one or two lines (see the module's docstring)."""
+    out: list[Timed] = []
     for segment in t.segments:
-        if not segment.words:
-            out.append((segment.start, segment.end, segment.text))
+        tokens = _timed_tokens(segment)
+        if not tokens:  # a segment without word times: one cue
+            out.append((segment.start, segment.end, _lines(segment.text.split())))
             continue
-        shown = segment.text.split()
-        if len(shown) != len(segment.words):
-            shown = [w.word for w in segment.words]
-        for i in range(0, len(segment.words), max_words):
-            group = segment.words[i:i + max_words]
-            out.append((group[0].start, group[-1].end, " ".join(shown[i:i + max_words])))
+        out += [(tokens[i][0], tokens[j - 1][1], _lines([tok for _, _, tok in tokens[i:j]])) for i, j in _split(tokens)]
+    return _lengthened(out)
+
+
+def _timed_tokens(segment: Segment) -> list[Timed]:
+    """The segment's shown tokens (restored: one a word; in the written form "$25" stands for TWENTY FIVE
+    DOLLARS), each timed by the plain words it was made from: the tokens' normalised words matched to the
+    words (difflib), an unmatched run shared out in proportion, a token with no word of its own at the end of
+    the one before."""
+    shown, words = segment.text.split(), segment.words
+    if not words or not shown:
+        return []
+    if len(shown) == len(words):
+        return [(w.start, w.end, token) for w, token in zip(words, shown)]
+    keys = [(i, key) for i, token in enumerate(shown) for key in normalize(token).split()]
+    times: list[list[float]] = [[] for _ in shown]
+    matcher = SequenceMatcher(None, [key for _, key in keys], [w.word for w in words], autojunk=False)
+    for op, a1, a2, b1, b2 in matcher.get_opcodes():
+        if op not in ("equal", "replace"):
+            continue
+        for k in range(a2 - a1):  # the k-th key of the run covers its share of the words
+            first = b1 + k * (b2 - b1) // (a2 - a1)
+            last = max(first, b1 + math.ceil((k + 1) * (b2 - b1) / (a2 - a1)) - 1)
+            times[keys[a1 + k][0]] += [words[first].start, words[last].end]
+    out, at = [], segment.start
+    for token, found in zip(shown, times):
+        start, end = (min(found), max(found)) if found else (at, at)
+        out.append((max(start, at) if out else start, end, token))
+        at = max(at, end)
     return out
+
+
+def _split(tokens: list[Timed]) -> list[tuple[int, int]]:
+    """[first, end) token ranges of the cues of one segment: the cheapest cut (`_cost`) into cues that fit."""
+    n = len(tokens)
+    best, back = [0.0] + [math.inf] * n, [0] * (n + 1)
+    for end in range(1, n + 1):
+        for first in range(end - 1, -1, -1):
+            if first < end - 1 and not _fits(tokens, first, end):
+                break  # an earlier start only makes the cue longer
+            cost = best[first] + _cost(tokens, first, end, n)
+            if cost < best[end]:
+                best[end], back[end] = cost, first
+    ranges, end = [], n
+    while end:
+        ranges.append((back[end], end))
+        end = back[end]
+    return ranges[::-1]
+
+
+def _fits(tokens: list[Timed], first: int, end: int) -> bool:
+    """Whether tokens [first, end) make one cue: at most MAX_CUE_SECONDS, and MAX_LINES lines of MAX_LINE_CHARS."""
+    if tokens[end - 1][1] - tokens[first][0] > MAX_CUE_SECONDS:
+        return False
+    texts = [tok for _, _, tok in tokens[first:end]]
+    return len(" ".join(texts)) <= MAX_LINE_CHARS or _break(texts) is not None
+
+
+def _cost(tokens: list[Timed], first: int, end: int, n: int) -> float:
+    """A cue of tokens [first, end) in a segment of n: one for the cue, more where it cuts inside a sentence
+    (less at a comma or before "and", "but"...), holds the end of one sentence and the start of another, is shorter than MIN_CUE_SECONDS,
+    or is long (so that a sentence cut in two is cut near its middle)."""
+    texts = [tok for _, _, tok in tokens[first:end]]
+    cost = 1.0
+    if end < n:
+        cost += 0.0 if _SENTENCE_END.search(texts[-1]) else 0.5 if _CLAUSE_END.search(texts[-1]) else \
+            0.7 if tokens[end][2].lower() in _BREAK_BEFORE else 1.0
+    cost += 1.2 * sum(1 for text in texts[:-1] if _SENTENCE_END.search(text))
+    if tokens[end - 1][1] - tokens[first][0] < MIN_CUE_SECONDS:
+        cost += 2.0
+    return cost + 0.5 * (len(" ".join(texts)) / (MAX_LINES * MAX_LINE_CHARS)) ** 2
+
+
+def _break(texts: list[str]) -> int | None:
+    """Where a cue's tokens are best cut into two lines of at most MAX_LINE_CHARS (the index of the second
+    line's first token): the most even lines, after a comma or before "and", "but"... where that costs
+    little, the lower line the longer of two; None where no cut fits."""
+    best, where = math.inf, None
+    for k in range(1, len(texts)):
+        top, bottom = len(" ".join(texts[:k])), len(" ".join(texts[k:]))
+        if max(top, bottom) > MAX_LINE_CHARS:
+            continue
+        natural = _CLAUSE_END.search(texts[k - 1]) or _SENTENCE_END.search(texts[k - 1]) or \
+            texts[k].lower() in _BREAK_BEFORE
+        score = max(top, bottom) - (6 if natural else 0) + (0.1 if top > bottom else 0)
+        if score < best:
+            best, where = score, k
+    return where
+
+
+def _lines(texts: list[str]) -> str:
+    """A cue's tokens as its text: one line if it fits, else two (`_break`; a cue too long for two lines, a
+    single long token's, is cut at its middle word)."""
+    text = " ".join(texts)
+    if len(text) <= MAX_LINE_CHARS or len(texts) < 2:
+        return text
+    k = _break(texts) or len(texts) // 2
+    return " ".join(texts[:k]) + "\n" + " ".join(texts[k:])
+
+
+def _lengthened(out: list[Timed]) -> list[Timed]:
+    """Cues shorter than MIN_CUE_SECONDS shown that long where the cues around them leave room: on past their
+    end up to the next cue, then from earlier, after the previous one."""
+    done: list[Timed] = []
+    for k, (start, end, text) in enumerate(out):
+        if end - start < MIN_CUE_SECONDS:
+            later = out[k + 1][0] if k + 1 < len(out) else math.inf
+            end = max(end, min(start + MIN_CUE_SECONDS, later))
+            earlier = done[-1][1] if done else 0.0
+            start = min(start, max(earlier, end - MIN_CUE_SECONDS))
+        done.append((start, end, text))
+    return done
 
 
 def _timestamp(seconds: float, separator: str) -> str:
