@@ -141,6 +141,29 @@ def test_ab_arms_fork_a_state_or_start_from_whisper(tmp_path, cont, capsys):
                       *common]) == 0
     plan = dry_run_plan(capsys)
     assert plan["period"] == 1 and plan["init_from"] is None and plan["state_from"] == "whisper:tiny.en"
+    # --new-schedule: the arm keeps the forked step count (its rows compare) but its schedule starts at 0
+    fresh = tmp_path / "fresh"
+    assert cont.main(["--fork-from", str(ROOT / "recipes/voices/state"), "--new-schedule", "--state", str(fresh),
+                      "--work", str(tmp_path / "w3"), *common]) == 0
+    plan = dry_run_plan(capsys)
+    assert plan["step_offset"] == 0 and plan["previous"]["steps"] == committed["steps"]
+    assert json.loads((fresh / "state.json").read_text())["schedule_start"] == committed["steps"]
+
+
+def test_the_rows_score_librispeech_dev_where_the_data_root_has_it(tmp_path):
+    sets = carry.score_sets(DATA, tmp_path)
+    assert sets["libri_dev_beam"] == (["--manifest", str(DATA / "librispeech" / "dev-clean-2.jsonl")], "beam")
+    assert "libri_dev_greedy" in sets and "dev_beam" in sets
+    old_root = tmp_path / "old"
+    (old_root / "speechocean762").mkdir(parents=True)
+    assert "libri_dev_beam" not in carry.score_sets(old_root, tmp_path) and "dev_beam" in carry.score_sets(old_root, tmp_path)
+    progress = tmp_path / "progress.jsonl"
+    carry.write_reference(progress, {"dev_beam": 48.0, "libri_dev_beam": 60.0, "synthetic_check_beam": 47.0,
+                                     "kokoro_check_beam": 38.0, "fsdd_beam": 1.6})
+    better = {"dev_beam": 47.0, "synthetic_check_beam": 46.0, "kokoro_check_beam": 37.0, "fsdd_beam": 1.2}
+    assert not carry.beats_default(better, progress)  # not scored on LibriSpeech dev: not promoted
+    assert carry.beats_default({**better, "libri_dev_beam": 59.0}, progress)
+    assert not carry.beats_default({**better, "libri_dev_beam": 61.0}, progress)
 
 
 def test_the_grown_model_computes_what_the_shipped_one_does():
@@ -298,7 +321,7 @@ def test_the_ab_table_and_curve_come_from_the_arms_rows(tmp_path, monkeypatch):
     by_arm = {line.split(":")[0].strip("| "): line for line in readme.read_text().splitlines() if line.startswith("| ")}
     assert by_arm["b"].endswith("| 12.3 | 0.012 | 27.6 | 150 |") and by_arm["a"].endswith("|  |  |  |  |")
     measured = []
-    monkeypatch.setattr(ab, "measure_costs", lambda manifest, limit, load, letters: measured.append(letters) or {
+    monkeypatch.setattr(ab, "measure_costs", lambda arms, manifest, limit, load, letters: measured.append(letters) or {
         "d": {"chunk_p95_ms": 20.0, "rtf": 0.02, "onnx_mb": 80.0, "peak_rss_mb": 190.0}})
     assert ab.main(["--benchmarks", str(tmp_path), "--cost", "--arms", "d", "--allow-load"]) == 0
     assert measured == ["d"] and set(json.loads((tmp_path / "ab" / "cost.json").read_text())) == {"b", "d"}  # b kept

@@ -78,6 +78,14 @@ def test_a_manifest_without_durations_is_batched_by_the_real_durations(tmp_path)
     assert batches == [[0, 1], [2], [3], [4]]  # not one batch of everything
 
 
+def test_a_source_can_hold_speakers_out(tmp_path):
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"audio": f"{i}.wav", "duration": 1.0, "text": "A", "speaker": who}) + "\n"
+                                for i, who in enumerate(["ann", "bob", "ann", "cy"])))
+    kept = load_sources([SourceConfig(manifest=str(manifest), speakers_out=["ann"], repeat=2)])
+    assert [u.speaker for u in kept] == ["bob", "cy", "bob", "cy"]
+
+
 def test_unreadable_audio_in_a_manifest_without_durations_is_refused_in_one_line(tmp_path):
     write(tmp_path / "ok.wav", tone(0.5))
     (tmp_path / "junk.wav").write_bytes(b"RIFF\x00\x00\x00\x00WAVEjunk")

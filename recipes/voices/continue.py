@@ -64,17 +64,28 @@ def build_data(a: argparse.Namespace, period: dict, work: Path) -> None:
     if made["start"] != kokoro["start"] or made["blend_seed"] != kokoro["blend_seed"]:
         sys.exit(f"continue: error: {kokoro['manifest']} holds another slice ({made}), not {kokoro}")
     kokoro.update(end=made["end"], hours=made["hours"], utterances=made["utterances"])
+    if a.teacher:  # the teacher's frames of every training utterance not cached yet (new renderings)
+        from asr.training.config import compose_config  # noqa: PLC0415 (Hydra and torch: only here)
+
+        sources = compose_config([f"experiment={a.experiment}", *data_overrides(a, period)]).data.train
+        run([sys.executable, "-m", "asr.training.teacher", "--out", str(a.teacher), "--teacher", a.teacher_model,
+             "--jobs", str(a.jobs), *sorted({str(s.manifest) for s in sources})], work / "teacher.log")
+
+
+def data_overrides(a: argparse.Namespace, period: dict) -> list[str]:
+    """The period's corpora in the experiment's training list: the cheaper voices and its Kokoro slice."""
+    return [f"data.root={a.data_root}", f"data.train.2.manifest={a.synthetic / 'train.jsonl'}",
+            f"data.train.3.manifest={period['kokoro_slice']['manifest']}"]
 
 
 def train(a: argparse.Namespace, period: dict, run_dir: Path) -> None:
     """Fit for a.minutes from the period's starting weights (resuming the period's own checkpoint if any)."""
     start = (f"init_from={period['init_from']}" if period["init_from"]
              else f"init_from_whisper={period['state_from'].removeprefix('whisper:')}")
-    run([sys.executable, "-m", "asr.training", "experiment=voices_continue", f"run_dir={run_dir}",
-         f"data.root={a.data_root}", start,
+    teacher = [f"distill.teacher_dir={a.teacher}"] if a.teacher else []
+    run([sys.executable, "-m", "asr.training", f"experiment={a.experiment}", f"run_dir={run_dir}", start,
          f"optim.step_offset={period['step_offset']}", f"optim.rewarm_steps={period['rewarm_steps']}",
-         f"stop_after_minutes={a.minutes}", f"data.train.2.manifest={a.synthetic / 'train.jsonl'}",
-         f"data.train.3.manifest={period['kokoro_slice']['manifest']}",
+         f"stop_after_minutes={a.minutes}", *data_overrides(a, period), *teacher,
          f"data.variants_dir={a.variants_dir}", f"data.variants_workers={a.jobs}", *a.overrides],
         run_dir / "train.log")
 
@@ -85,8 +96,9 @@ def score(a: argparse.Namespace, model: Path, out: Path) -> dict[str, float]:
     out.mkdir(parents=True, exist_ok=True)
     sets = carry.score_sets(a.data_root, a.check_sets)
     limit = ["--limit", str(a.score_limit)] if a.score_limit else []
+    lm = ["--lm", str(a.lm)] if a.lm else []
     commands = [[sys.executable, "-m", "asr.evaluate", *args, *limit, "--model", str(model), f"--{decoding}",
-                 "--report", str(out / f"{name}.json")]
+                 *(lm if decoding == "beam" else []), "--report", str(out / f"{name}.json")]
                 for name, (args, decoding) in sets.items() if not (out / f"{name}.json").exists()]
     def evaluate(command: list[str]) -> None:
         run(command, out / f"{Path(command[-1]).stem}.log")
@@ -127,6 +139,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fork-from", type=Path, metavar="STATE",
                    help="a new --state folder starts from this one's weights and position (an A/B arm that "
                         "branches off a run; its candidates average its own periods only)")
+    p.add_argument("--new-schedule", action="store_true",
+                   help="with --fork-from: the arm's learning-rate schedule starts again (warm-up, then the "
+                        "experiment's decay) instead of going on from the forked run's position")
+    p.add_argument("--experiment", default="voices_continue",
+                   help="the training mixture (conf/experiment/; native_continue adds LibriSpeech and VCTK)")
+    p.add_argument("--lm", type=Path, help="the word LM of the beam-search scores (default: the bundled one)")
+    p.add_argument("--teacher", type=Path, metavar="DIR",
+                   help="distil from this teacher cache (the data phase fills it for the period's corpora; the "
+                        "experiment sets distill.weight)")
+    p.add_argument("--teacher-model", default="base", help="with --teacher: the Whisper size it runs")
     p.add_argument("--state", type=Path, default=ROOT / "recipes" / "voices" / "state")
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "continue")
     p.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
@@ -164,6 +186,10 @@ def main(argv: list[str] | None = None) -> int:
         a.state.mkdir(parents=True, exist_ok=True)         # average its own periods only
         for name in ("state.json", "model.safetensors"):
             shutil.copyfile(a.fork_from / name, a.state / name)
+        if a.new_schedule:
+            forked = carry.read_state(a.state)
+            forked["schedule_start"] = forked["steps"]
+            (a.state / "state.json").write_text(json.dumps(forked, indent=1) + "\n")
         print(f"continue: {a.state} starts from {a.fork_from}'s weights and position", flush=True)
     period, origin = carry.current_period(a.work, a.state, a.synthetic, BLEND_SEED_BASE)
     if period["period"] == 1 and a.start != "grown" and not period["timings"]:

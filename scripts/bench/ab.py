@@ -1,22 +1,22 @@
-"""The A/B of starting points and lookahead (issue #44): one table and one curve from the arms' progress rows.
+"""The A/Bs of carried runs: one table and one curve from the arms' progress rows.
 
-    python scripts/bench/ab.py [--benchmarks benchmarks]
+    python scripts/bench/ab.py [--ab ab|native] [--benchmarks benchmarks]
 
-Each arm is a carried run of recipes/voices/continue.py whose periods append a row to its own JSON Lines file
-(recipes/voices/README.md, "Starting points and lookahead"); the reference arm (a) is the carried run itself,
-its rows after FORK_PERIOD. Writes the table between the markers in benchmarks/ab/README.md and the curve
-benchmarks/ab/curve.png: each arm's WER against its compute since the A/B began (arms a and b start at
-FORK_PERIOD's scores; c and d from Whisper's encoder, with no score before their first period). Compute is
-counted in steps times what a step of the arm's shapes costs on one reference machine (Arm.step_s, from
-`python -m asr.tools.bench_step`), not in wall time: the 2-core machines that periods run on differ in speed
-by up to 2x from one period to the next (a tiny.en step took 2.0 s in one period and 0.96 s in another).
+`--ab ab` is the A/B of starting points and lookahead (issue #44, 2026-11-29; recipes/voices/README.md),
+`--ab native` the one of native speech and a full-context teacher (recipes/native/README.md). Each arm is a
+carried run of recipes/voices/continue.py whose periods append a row to its own JSON Lines file; arms that fork
+a run start from that run's row of the forked period. Writes the table between the markers in
+benchmarks/<ab>/README.md and the curve benchmarks/<ab>/curve.png: each arm's WER against its compute since
+the A/B began. Compute is counted in steps times what a step of the arm's shapes costs on one reference
+machine (Arm.step_s, from `python -m asr.tools.bench_step`), not in wall time: the 2-core machines that
+periods run on differ in speed by up to 3.5x from one period to the next.
 
     python scripts/bench/ab.py --cost [--arms abcd] [--limit 100] [--allow-load]
 
 measures what each arm's model costs to run, as the shipped one is measured: its latest candidate exported to
 ONNX fp32, streamed in 500 ms chunks through the beam search with the bundled word LM at 1 thread in a process
 without torch, over the first --limit dev utterances (chunk compute p95: model step and search, RTF, the
-export's size, the process's peak RSS); writes benchmarks/ab/cost.json, whose columns the table then shows.
+export's size, the process's peak RSS); writes benchmarks/<ab>/cost.json, whose columns the table then shows.
 Run it on a quiet machine (scripts/bench/quiet.py): the shapes fix the cost, so once per arm is enough (--arms
 measures only those arms and keeps the others' rows).
 """
@@ -35,7 +35,8 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))  # the `bench` package
 DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
-FORK_PERIOD = 12  # the carried run's last period before the A/B: arms a and b go on from its state
+
+
 class Arm(NamedTuple):
     letter: str
     what: str
@@ -45,15 +46,40 @@ class Arm(NamedTuple):
     step_s: float  # seconds a training step of its shapes takes on the reference machine (README: bench_step)
 
 
-ARMS = [
-    Arm("a", "the carried run, continued", "training_progress.jsonl", True, "recipes/voices/state", 0.869),
-    Arm("b", "+ lookahead inside 480 ms chunks", "ab/lookahead.jsonl", True, "recipes/ab/lookahead/state", 0.902),
-    Arm("c", "Whisper tiny.en's encoder", "ab/whisper_tiny.jsonl", False, "recipes/ab/whisper_tiny/state", 1.351),
-    Arm("d", "Whisper base's encoder (or base teaching c)", "ab/whisper_base.jsonl", False,
-        "recipes/ab/whisper_base/state", 3.080),
-]
-COLUMNS = [("dev_greedy", "dev greedy"), ("dev_beam", "dev beam + LM"), ("kokoro_check_beam", "Kokoro check"),
-           ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test")]
+class AB(NamedTuple):
+    """One A/B: where its table, curve and costs go (a folder under --benchmarks, its README holding the table's
+    markers), the run its forked arms start from (that run's rows and the period forked), the shipped model's
+    scores on the same sets, its arms, the table's columns and the curve's panels (beam, greedy, title)."""
+    folder: str
+    title: str
+    fork_name: str
+    fork_rows: str
+    fork_period: int
+    reference: str
+    arms: list[Arm]
+    columns: list[tuple[str, str]]
+    panels: list[tuple[str, str, str]]
+
+
+SPEECHOCEAN_DEV = ("dev_beam", "dev_greedy", "speechocean762 dev")
+ABS = {
+    "ab": AB("ab", "Starting points and lookahead", "the carried run", "training_progress.jsonl", 12, "training_progress_reference.json", [
+        Arm("a", "the carried run, continued", "training_progress.jsonl", True, "recipes/voices/state", 0.869),
+        Arm("b", "+ lookahead inside 480 ms chunks", "ab/lookahead.jsonl", True, "recipes/ab/lookahead/state", 0.902),
+        Arm("c", "Whisper tiny.en's encoder", "ab/whisper_tiny.jsonl", False, "recipes/ab/whisper_tiny/state", 1.351),
+        Arm("d", "Whisper base's encoder (or base teaching c)", "ab/whisper_base.jsonl", False,
+            "recipes/ab/whisper_base/state", 3.080)],
+        [("dev_greedy", "dev greedy"), ("dev_beam", "dev beam + LM"), ("kokoro_check_beam", "Kokoro check"),
+         ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test")], [SPEECHOCEAN_DEV]),
+    "native": AB("native", "Native speech and a full-context teacher", "the lookahead arm", "ab/lookahead.jsonl", 14,
+                 "native/a_reference.json", [
+        Arm("a", "lookahead run on the native mixture", "native/a.jsonl", True, "recipes/native/a/state", 0.902),
+        Arm("b", "(a) + distillation from Whisper base", "native/b.jsonl", True, "recipes/native/b/state", 0.902)],
+        [("dev_greedy", "dev greedy"), ("dev_beam", "dev beam + LM"), ("libri_dev_greedy", "LS dev greedy"),
+         ("libri_dev_beam", "LS dev beam + LM"), ("kokoro_check_beam", "Kokoro check"),
+         ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test")],
+        [SPEECHOCEAN_DEV, ("libri_dev_beam", "libri_dev_greedy", "LibriSpeech dev-clean-2")]),
+}
 COST_COLUMNS = [("chunk_p95_ms", "chunk p95 ms", 1), ("rtf", "RTF", 3), ("onnx_mb", "ONNX MB", 1),
                 ("peak_rss_mb", "RSS MB", 0)]
 BEGIN, END = "<!-- ab table: scripts/bench/ab.py -->", "<!-- end of ab table -->"
@@ -63,14 +89,13 @@ def read_rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def arm_rows(benchmarks: Path) -> tuple[dict, dict[str, list[dict]]]:
+def arm_rows(benchmarks: Path, ab: AB) -> tuple[dict, dict[str, list[dict]]]:
     """(the fork's row, arm letter -> its rows after the fork, each with `ab_hours`: its wall hours of training so
     far, and `ab_compute_hours`: its steps so far times its step's cost on the reference machine, in hours)."""
-    carried = read_rows(benchmarks / "training_progress.jsonl")
-    fork = next(r for r in carried if r["period"] == FORK_PERIOD)
+    fork = next(r for r in read_rows(benchmarks / ab.fork_rows) if r["period"] == ab.fork_period)
     arms = {}
-    for arm in ARMS:
-        rows = [r for r in read_rows(benchmarks / arm.rows) if r["period"] > FORK_PERIOD or not arm.from_fork]
+    for arm in ab.arms:
+        rows = [r for r in read_rows(benchmarks / arm.rows) if r["period"] > ab.fork_period or not arm.from_fork]
         hours = 0.0
         for row in rows:
             hours += row["phase_minutes"]["train"] / 60
@@ -81,34 +106,39 @@ def arm_rows(benchmarks: Path) -> tuple[dict, dict[str, list[dict]]]:
     return fork, arms
 
 
-def shipped_scores(benchmarks: Path) -> dict | None:
-    """The shipped model's scores, the bar every arm is measured against (training_progress_reference.json)."""
-    path = benchmarks / "training_progress_reference.json"
+def shipped_scores(benchmarks: Path, ab: AB) -> dict | None:
+    """The shipped model's scores on the A/B's sets, the bar every arm is measured against."""
+    path = benchmarks / ab.reference
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def table(fork: dict, arms: dict[str, list[dict]], costs: dict[str, dict], shipped: dict | None = None) -> str:
+def cell(row: dict, column: str) -> str:
+    return f"{row[column]:.1f}" if column in row else ""  # a row scored before a set joined lacks it
+
+
+def table(ab: AB, fork: dict, arms: dict[str, list[dict]], costs: dict[str, dict], shipped: dict | None = None) -> str:
     """The arms' latest scores under the shipped model's (if given), and what their models cost where `costs`
     (cost.json) has them."""
-    lines = ["| arm | periods | training hours | steps | compute hours | " + " | ".join(label for _, label in COLUMNS) + " | "
+    columns = ab.columns
+    lines = ["| arm | periods | training hours | steps | compute hours | " + " | ".join(label for _, label in columns) + " | "
              + " | ".join(label for _, label, _ in COST_COLUMNS) + " |",
-             "|---|---:|---:|---:|---:|" + "---:|" * (len(COLUMNS) + len(COST_COLUMNS))]
+             "|---|---:|---:|---:|---:|" + "---:|" * (len(columns) + len(COST_COLUMNS))]
     if shipped:
         lines.append(f"| the shipped model ({shipped['date']}) | | | | | "
-                     + " | ".join(f"{shipped[c]:.1f}" for c, _ in COLUMNS) + " |" + " |" * len(COST_COLUMNS))
-    lines.append(f"| start: the carried run's period {FORK_PERIOD} | | | {fork['steps']} | | "
-                 + " | ".join(f"{fork[c]:.1f}" for c, _ in COLUMNS) + " |" + " |" * len(COST_COLUMNS))
-    for arm in ARMS:
+                     + " | ".join(cell(shipped, c) for c, _ in columns) + " |" + " |" * len(COST_COLUMNS))
+    lines.append(f"| start: {ab.fork_name}'s period {ab.fork_period} | | | {fork['steps']} | | "
+                 + " | ".join(cell(fork, c) for c, _ in columns) + " |" + " |" * len(COST_COLUMNS))
+    for arm in ab.arms:
         letter, what, rows, cost = arm.letter, arm.what, arms[arm.letter], costs.get(arm.letter, {})
         spent = " | ".join(f"{cost[c]:.{digits}f}" if c in cost else "" for c, _, digits in COST_COLUMNS) + " |"
         if not rows:
-            lines.append(f"| {letter}: {what} | 0 | | | | " + " | ".join("" for _ in COLUMNS) + " | " + spent)
+            lines.append(f"| {letter}: {what} | 0 | | | | " + " | ".join("" for _ in columns) + " | " + spent)
             continue
         last = rows[-1]
         steps = last["steps"] - (fork["steps"] if arm.from_fork else 0)
         lines.append(f"| {letter}: {what} | {len(rows)} | {last['ab_hours']:.2f} | {steps} | "
                      f"{last['ab_compute_hours']:.2f} | "
-                     + " | ".join(f"{last[c]:.1f}" for c, _ in COLUMNS) + " | " + spent)
+                     + " | ".join(cell(last, c) for c, _ in columns) + " | " + spent)
     return "\n".join(lines)
 
 
@@ -138,11 +168,11 @@ def cost_worker(onnx_dir: Path, manifest: Path, limit: int) -> dict:
             "peak_rss_mb": proc_rss_mb(os.getpid(), "VmHWM")}
 
 
-def measure_costs(manifest: Path, limit: int, load: float, letters: str) -> dict[str, dict]:
+def measure_costs(arms: list[Arm], manifest: Path, limit: int, load: float, letters: str) -> dict[str, dict]:
     """The latest candidate of each arm in `letters`, exported and streamed (cost_worker, a process of its own)
     -> arm -> cost row."""
     costs = {}
-    for arm in ARMS:
+    for arm in arms:
         letter, state = arm.letter, arm.state
         if letter not in letters:
             continue
@@ -164,31 +194,33 @@ def measure_costs(manifest: Path, limit: int, load: float, letters: str) -> dict
     return costs
 
 
-def plot(fork: dict, arms: dict[str, list[dict]], out: Path, shipped: dict | None = None) -> None:
+def plot(ab: AB, fork: dict, arms: dict[str, list[dict]], out: Path, shipped: dict | None = None) -> None:
     import matplotlib  # noqa: PLC0415 (the train extra)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    fig, ax = plt.subplots(figsize=(7, 5.6))
-    for arm, color in zip(ARMS, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
-        rows = ([{**fork, "ab_compute_hours": 0.0}] if arm.from_fork else []) + arms[arm.letter]
-        if len(rows) <= (1 if arm.from_fork else 0):
-            continue
-        hours = [r["ab_compute_hours"] for r in rows]
-        ax.plot(hours, [r["dev_beam"] for r in rows], "o-", color=color, label=f"{arm.letter}: {arm.what} (beam + LM)")
-        ax.plot(hours, [r["dev_greedy"] for r in rows], "o--", color=color, alpha=0.6, label=f"{arm.letter}: greedy")
-    if shipped:
-        ax.axhline(shipped["dev_beam"], color="gray", linestyle=":", label="the shipped model (beam + LM)")
-        ax.axhline(shipped["dev_beam"] - 2, color="black", linestyle=":", linewidth=0.8,
-                   label="2 points better: the bar an arm must pass")
-        ax.set_ylim(bottom=min(ax.get_ylim()[0], shipped["dev_beam"] - 4))
-    ax.set_xlabel("compute since the A/B began: steps x the step's cost on the reference machine (hours)")
-    ax.set_ylabel("speechocean762 dev WER (%)")
-    ax.set_title("Starting points and lookahead: the arms at equal compute")
-    ax.grid(alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below: no point hidden
+    fig, axes = plt.subplots(1, len(ab.panels), figsize=(7 * len(ab.panels), 5.6), squeeze=False)
+    for ax, (beam, greedy, title) in zip(axes[0], ab.panels):
+        for arm, color in zip(ab.arms, plt.rcParams["axes.prop_cycle"].by_key()["color"]):
+            rows = ([{**fork, "ab_compute_hours": 0.0}] if arm.from_fork and beam in fork else []) + arms[arm.letter]
+            rows = [r for r in rows if beam in r]
+            if len(rows) < 2 and not (rows and not arm.from_fork):
+                continue
+            hours = [r["ab_compute_hours"] for r in rows]
+            ax.plot(hours, [r[beam] for r in rows], "o-", color=color, label=f"{arm.letter}: {arm.what} (beam + LM)")
+            ax.plot(hours, [r[greedy] for r in rows], "o--", color=color, alpha=0.6, label=f"{arm.letter}: greedy")
+        if shipped and beam in shipped:
+            ax.axhline(shipped[beam], color="gray", linestyle=":", label="the shipped model (beam + LM)")
+            ax.axhline(shipped[beam] - 2, color="black", linestyle=":", linewidth=0.8,
+                       label="2 points better: the bar an arm must pass")
+            ax.set_ylim(bottom=min(ax.get_ylim()[0], shipped[beam] - 4))
+        ax.set_xlabel("compute since the A/B began: steps x the step's cost on the reference machine (hours)")
+        ax.set_ylabel(f"{title} WER (%)")
+        ax.set_title(f"{ab.title}: {title}, the arms at equal compute", fontsize=9)
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below: no point hidden
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
@@ -200,11 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python scripts/bench/ab.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmarks", type=Path, default=ROOT / "benchmarks")
+    parser.add_argument("--ab", choices=ABS, default="ab", help="which A/B (ab: starting points and lookahead, "
+                                                                 "2026-11-29; native: native speech and a teacher)")
     parser.add_argument("--cost", action="store_true", help="measure each arm's model first (cost.json)")
     parser.add_argument("--manifest", type=Path, default=DEV, help="the utterances --cost streams")
     parser.add_argument("--limit", type=int, default=100, help="how many of them")
-    parser.add_argument("--arms", default="".join(arm.letter for arm in ARMS),
-                        help="the arms --cost measures (letters; the others keep their rows in cost.json)")
+    parser.add_argument("--arms", help="the arms --cost measures (letters, default all; the others keep their rows "
+                                       "in cost.json)")
     parser.add_argument("--cost-worker", type=Path, metavar="ONNX_DIR", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
     quiet.add_allow_load(parser)
@@ -212,26 +246,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.cost_worker:
         args.json.write_text(json.dumps(cost_worker(args.cost_worker, args.manifest, args.limit)))
         return 0
-    readme, cost_file = args.benchmarks / "ab" / "README.md", args.benchmarks / "ab" / "cost.json"
+    ab = ABS[args.ab]
+    letters = args.arms or "".join(arm.letter for arm in ab.arms)
+    folder = args.benchmarks / ab.folder
+    readme, cost_file = folder / "README.md", folder / "cost.json"
     text = readme.read_text() if readme.exists() else ""
     if BEGIN not in text or END not in text:
         parser.error(f"{readme}: no '{BEGIN}' ... '{END}' markers to write the table between")
-    unknown = set(args.arms) - {arm.letter for arm in ARMS}
+    unknown = set(letters) - {arm.letter for arm in ab.arms}
     if unknown:
-        parser.error(f"--arms: no arm {', '.join(sorted(unknown))} (the arms are {''.join(a.letter for a in ARMS)})")
+        parser.error(f"--arms: no arm {', '.join(sorted(unknown))} (the arms are {''.join(a.letter for a in ab.arms)})")
     costs = json.loads(cost_file.read_text()) if cost_file.exists() else {}
     if args.cost:
         load = quiet.guard(args.allow_load, cost_file, "ab")
-        measured = measure_costs(args.manifest, args.limit, load, args.arms)
-        costs = {arm.letter: measured.get(arm.letter, costs.get(arm.letter)) for arm in ARMS}  # the rest: kept
+        measured = measure_costs(ab.arms, args.manifest, args.limit, load, letters)
+        costs = {arm.letter: measured.get(arm.letter, costs.get(arm.letter)) for arm in ab.arms}  # the rest: kept
         costs = {letter: cost for letter, cost in costs.items() if cost}
         cost_file.write_text(json.dumps(costs, indent=1) + "\n")
-    fork, arms = arm_rows(args.benchmarks)
-    shipped = shipped_scores(args.benchmarks)
+    fork, arms = arm_rows(args.benchmarks, ab)
+    shipped = shipped_scores(args.benchmarks, ab)
     head, rest = text.split(BEGIN, 1)
-    readme.write_text(head + BEGIN + "\n" + table(fork, arms, costs, shipped) + "\n" + END + rest.split(END, 1)[1])
-    plot(fork, arms, args.benchmarks / "ab" / "curve.png", shipped)
-    print(f"ab: wrote {readme} and {args.benchmarks / 'ab' / 'curve.png'}")
+    readme.write_text(head + BEGIN + "\n" + table(ab, fork, arms, costs, shipped) + "\n" + END + rest.split(END, 1)[1])
+    plot(ab, fork, arms, folder / "curve.png", shipped)
+    print(f"ab: wrote {readme} and {folder / 'curve.png'}")
     return 0
 
 
