@@ -18,27 +18,17 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from asr.audio import StreamingResampler
 from test_serve import EXAMPLES, ROOT, ServerProcess
 
-CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+sys.path.insert(0, str(ROOT / "scripts"))
+from screenshot_page import CHROMIUM, DRIVER, chromium, context_rate, microphone_wav  # noqa: E402  (the shared driver)
+
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is in the [test] extra")
 if not (CHROMIUM.exists() and DRIVER.exists()):
     pytest.skip("needs Debian's chromium and chromium-driver (scripts/setup.sh installs them)", allow_module_level=True)
 
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
-
-def context_rate(profile: Path) -> int:
-    """The sample rate of a new AudioContext in this Chromium (its audio output's rate)."""
-    browser = chromium(None, profile)
-    try:
-        return int(browser.execute_script("return new AudioContext().sampleRate"))
-    finally:
-        browser.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture
@@ -48,16 +38,13 @@ def example_wavs(tmp_path: Path) -> tuple[Path, Path]:
     digital silence first, what the page should send). The fake device starts playing when the page
     opens it, and the page skips the zeros before the first sound, so the server hears the second file,
     but for Chromium's capture glitches (a few samples of a frame now and then, more under load)."""
-    rate = context_rate(tmp_path / "probe")
-    wave, original = sf.read(EXAMPLES / "synthetic_slt.flac", dtype="float32")
-    resampler = StreamingResampler(original, rate)
-    pcm = np.round(np.concatenate([resampler.push(wave), resampler.flush()]) * 32768).clip(-32768, 32767)
-    pcm = pcm[np.flatnonzero(pcm)[0]:].astype(np.int16)
-    silence = np.zeros(rate * 3 // 2, np.int16)
-    played, sent = tmp_path / "microphone.wav", tmp_path / "sent.wav"
-    sf.write(played, np.concatenate([silence, pcm, silence]), rate, subtype="PCM_16")
-    sf.write(sent, np.concatenate([pcm, silence]), rate, subtype="PCM_16")
-    return played, sent
+    return microphone_wav([EXAMPLES / "synthetic_slt.flac"], context_rate(tmp_path / "probe"), tmp_path)
+
+
+def connection(browser) -> tuple[str, str]:
+    """The page's connection badge: (its state, its text)."""
+    badge = browser.find_element(By.ID, "connection")
+    return badge.get_attribute("data-state"), badge.text
 
 
 def stream_finals(path: Path) -> list[str]:
@@ -94,23 +81,6 @@ def share_found_in_order(frames: list[bytes], audio: bytes) -> float:
     return found / max(counted, 1)
 
 
-def chromium(wav: Path | None, profile: Path):
-    """Headless Chromium whose fake microphone plays `wav` once (no fake file: a beep); its DevTools
-    log keeps the network events (the WebSocket frames)."""
-    options = webdriver.ChromeOptions()
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    options.binary_location = str(CHROMIUM)
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-                 "--autoplay-policy=no-user-gesture-required",
-                 f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    if wav is not None:
-        options.add_argument(f"--use-file-for-fake-audio-capture={wav}%noloop")
-    return webdriver.Chrome(options=options, service=Service(str(DRIVER)))
-
-
 def test_the_page_transcribes_the_microphone_like_asr_stream(example_wavs: tuple[Path, Path], tmp_path: Path):
     example_wav, sent = example_wavs
     server, browser = ServerProcess(), None
@@ -121,6 +91,7 @@ def test_the_page_transcribes_the_microphone_like_asr_stream(example_wavs: tuple
         wait = WebDriverWait(browser, 30, poll_frequency=0.2)
         seconds = sf.info(sent).duration
         wait.until(lambda b: float(b.find_element(By.ID, "sent").text) >= seconds)
+        connected = connection(browser)
         browser.find_element(By.ID, "stop").click()
         wait.until(lambda b: b.find_element(By.ID, "status").text in ("stopped",) or "error" in
                    b.find_element(By.ID, "status").get_attribute("class"))
@@ -129,12 +100,17 @@ def test_the_page_transcribes_the_microphone_like_asr_stream(example_wavs: tuple
         rate = browser.find_element(By.ID, "rate").text
         latency = browser.find_element(By.ID, "latency-median").text
         frames = sent_frames(browser)
+        words = [(float(w.get_attribute("title").split()[-1]), float(w.value_of_css_property("opacity")))
+                 for w in browser.find_elements(By.CSS_SELECTOR, "#finals p span")]
+        closed = connection(browser)
     finally:
         if browser is not None:
             browser.quit()
         server.stop()
         shutil.rmtree(tmp_path / "profile", ignore_errors=True)
     assert status == "stopped", status
+    assert (connected, closed) == (("open", "connected"), ("closed", "disconnected"))  # the connection's state shown
+    assert words and all((confidence < 0.5) == (opacity < 1) for confidence, opacity in words), words  # low: dimmed
     intended, file_rate = sf.read(sent, dtype="int16")
     assert int(rate) == file_rate, (rate, file_rate)
     audio = np.frombuffer(b"".join(frames), np.int16)

@@ -9,6 +9,12 @@ function setStatus(text, error) {
   $("status").className = error ? "error" : "";
 }
 
+// The WebSocket's state beside the buttons: closed, connecting, open, closing or error.
+function setConnection(state, text) {
+  $("connection").dataset.state = state;
+  $("connection").textContent = text;
+}
+
 // When the audio up to `seconds` left the page: the send time of the message holding that sample.
 function sentAt(seconds) {
   for (const [until, at] of sends) if (until >= seconds - 1e-6) return at;
@@ -35,9 +41,9 @@ function show(event) {
   }
 }
 
-const DOUBTFUL = 0.5; // words below this confidence are shaded
+const LOW = 0.5; // words below this confidence are dimmed
 
-// A final as a line of words, those the model is unsure of shaded (their confidence on hover). The
+// A final as a line of words, those the model is unsure of dimmed (every word's confidence on hover). The
 // restored text has one token per plain word; where it does not, the line is shown as it came.
 function finalLine(event) {
   const line = document.createElement("p");
@@ -54,7 +60,7 @@ function finalLine(event) {
     const confidence = words[i].confidence;
     if (confidence !== undefined) {
       word.title = `confidence ${confidence.toFixed(2)}`;
-      if (confidence < DOUBTFUL) word.className = "doubtful";
+      if (confidence < LOW) word.className = "low";
     }
     line.append(word, i + 1 < shown.length ? " " : "");
   });
@@ -78,9 +84,12 @@ async function start() {
   sentSamples = 0; sends = []; latencies = [];
   const token = new URLSearchParams(location.search).get("token");
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+  setConnection("connecting", "connecting\u2026");
   socket = new WebSocket(`${scheme}//${location.host}/asr` + (token ? "?token=" + encodeURIComponent(token) : ""));
   socket.binaryType = "arraybuffer";
+  socket.onerror = () => setConnection("error", "connection failed");
   socket.onopen = () => {
+    setConnection("open", "connected");
     const hotwords = $("hotwords").value.split("\n").filter((line) => line.trim());
     socket.send(JSON.stringify(hotwords.length ? { sample_rate: rate, hotwords } : { sample_rate: rate }));
     node = new AudioWorkletNode(context, "pcm-sender");
@@ -101,6 +110,9 @@ async function start() {
   };
   socket.onmessage = (message) => show(JSON.parse(message.data));
   socket.onclose = (event) => {
+    if ($("connection").dataset.state !== "error") {
+      setConnection("closed", event.code === 1000 ? "disconnected" : `disconnected (${event.code})`);
+    }
     if (event.code === 1000) setStatus("stopped");
     else if (!$("status").classList.contains("error")) setStatus(`closed (${event.code} ${event.reason})`, true);
     release();
@@ -120,6 +132,7 @@ function stop() {
   release();
   if (socket && socket.readyState === WebSocket.OPEN) {
     setStatus("finishing");
+    setConnection("closing", "finishing\u2026");
     socket.send(JSON.stringify({ type: "end" }));
   }
 }
