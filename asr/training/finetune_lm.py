@@ -1,0 +1,59 @@
+"""The fine-tuned model's word LM: an n-gram of the training split's text, linearly interpolated with the
+starting model's LM (`asr.tools.lm_mix`), so the data's words and phrasing join the search's lexicon and
+everything the old LM knew stays.
+
+The beam search's lexicon is the LM's most probable words (`BeamConfig.lexicon_words`, spelled in the
+model's units: `asr.decoding.beam.WordLM`), so a word is only a possible output if the mixture ranks it
+among those: `missing_from_lexicon` checks that every word of the training text made it.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import numpy as np
+
+from asr.decoding.beam import BeamConfig, WordLM
+from asr.tokenizer import Tokenizer
+from asr.tools.lm import build_arpa, read_sentences
+from asr.tools.lm_mix import interpolate, read_arpa, write_arpa
+from asr.tools.tune_lm import grid_search
+
+DEFAULT_WEIGHT = 0.5  # the training text's share of the mixture when it is not tuned
+TUNE_WEIGHTS = (0.1, 0.3, 0.5, 0.7, 0.9)
+
+
+def text_lm(train_manifest: Path, out: Path, order: int = 3) -> list[str]:
+    """Write the `order`-gram model of the training split's normalised text to `out`; the sentences."""
+    sentences = read_sentences(train_manifest)
+    out.write_text(build_arpa(sentences, order), encoding="utf-8")
+    return sentences
+
+
+def words_of(sentences: list[str]) -> list[str]:
+    return sorted({word for sentence in sentences for word in sentence.split()})
+
+
+def missing_from_lexicon(tokenizer: Tokenizer, arpa: Path, words: list[str], cfg: BeamConfig = BeamConfig()) -> list[str]:
+    """The `words` that a beam search over `arpa` (with `cfg`'s lexicon size) can never output."""
+    lexicon = WordLM(tokenizer, arpa, cfg).words
+    return [word for word in words if not lexicon.contains(word)]
+
+
+def tune_weight(logprobs: list[np.ndarray], refs: list[str], tokenizer: Tokenizer, text_arpa: Path, base_lm: Path,
+                work: Path, weights: tuple[float, ...] = TUNE_WEIGHTS,
+                cfg: BeamConfig = BeamConfig()) -> list[tuple[float, float]]:
+    """(weight, beam WER %) for each mixture weight, decoding the held-out log-probs (T, V) each against its
+    normalised reference; the acoustic model ran once. Each mixture is written under `work` in turn."""
+    text, base = read_arpa(text_arpa), read_arpa(base_lm)
+    rows = []
+    for weight in weights:
+        candidate = work / f"lm_{weight:g}.arpa"
+        write_arpa(interpolate(text, base, weight), candidate)
+        with contextlib.redirect_stdout(io.StringIO()):  # its own line names the beam's LM weight, not ours
+            (_, _, words, _), = grid_search(logprobs, refs, tokenizer, str(candidate), [cfg.lm_weight],
+                                             [cfg.word_score], cfg.beam_size)
+        rows.append((weight, 100 * words.rate()))
+        candidate.unlink()
+    return rows

@@ -1,0 +1,196 @@
+"""python -m asr.finetune: a folder, a table or a manifest of your own recordings -> a held-out split (refused when
+too small to measure), the model scored before and after, a resumable fine-tune (Ctrl-C, then the same command),
+the data's words in the word LM's lexicon, and a model folder that asr.load and asr.transcribe take.
+
+A small random model (conftest's model_path) and short tones stand in for speech: every step runs in seconds."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import asr
+from asr import transcribe
+from asr.finetune import main
+from asr.training.finetune import split_rows
+from conftest import tone, write
+from helpers import ROOT
+
+WORDS = ["zorblax", "quintaro", "plumbix", "vexel", "marlow", "tessaly"]  # a vocabulary no shipped LM has
+
+
+def recording(path: Path, text: str, seconds: float, seed: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write(path, tone(seconds, freq=180.0 + 25 * seed, seed=seed))
+    path.with_suffix(".txt").write_text(text + "\n")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two speakers' folders of twelve short recordings each, a transcript beside each."""
+    root = tmp_path_factory.mktemp("recordings") / "mine"
+    for s, speaker in enumerate(("anna", "bob")):
+        for i in range(12):
+            recording(root / speaker / f"{i:02d}.wav", f"The {WORDS[i % 6]} {WORDS[(i + s) % 6]}!", 0.5 + 0.02 * i,
+                      seed=12 * s + i)
+    return root
+
+
+@pytest.fixture(scope="module")
+def replay_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data root with a stand-in for the original mixture's speechocean762 manifest."""
+    root = tmp_path_factory.mktemp("replay")
+    rows = []
+    for i in range(4):
+        write(root / "speechocean762" / f"{i}.wav" if (root / "speechocean762").is_dir() else
+              (root / "speechocean762").mkdir() or root / "speechocean762" / f"{i}.wav", tone(2.0, seed=100 + i))
+        rows.append({"audio": f"{i}.wav", "duration": 2.0, "text": "GENERAL SPEECH", "speaker": "s"})
+    (root / "speechocean762" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+def audio_and_text(manifest: Path) -> list[tuple[str, str]]:
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    return sorted((str((manifest.parent / row["audio"]).resolve()), row["text"]) for row in rows)
+
+
+def test_a_folder_a_table_and_a_manifest_give_the_same_held_out_split(corpus: Path, tmp_path: Path, capsys) -> None:
+    assert main([str(corpus), "--out", str(tmp_path / "folder"), "--check"]) == 0
+    err = capsys.readouterr().err
+    assert "24 utterances" in err and "0 skipped" in err and "1 speaker held out" in err
+    by_folder = tmp_path / "folder" / "data"
+    table = tmp_path / "lines.csv"
+    table.write_text("path,sentence,speaker\n" + "".join(
+        f"{p.relative_to(corpus)},\"{p.with_suffix('.txt').read_text().strip()}\",{p.parent.name}\n"
+        for p in sorted(corpus.rglob("*.wav"))))
+    (corpus / "lines.csv").write_text(table.read_text())  # paths relative to the table's folder
+    try:
+        assert main([str(corpus / "lines.csv"), "--out", str(tmp_path / "table"), "--check"]) == 0
+    finally:
+        (corpus / "lines.csv").unlink()
+    assert main([str(by_folder / "all.jsonl"), "--out", str(tmp_path / "manifest"), "--check"]) == 0
+    for name in ("train.jsonl", "test.jsonl"):
+        expected = audio_and_text(by_folder / name)
+        assert audio_and_text(tmp_path / "table" / "data" / name) == expected
+        assert audio_and_text(tmp_path / "manifest" / "data" / name) == expected
+    test_speakers = {json.loads(line)["speaker"] for line in (by_folder / "test.jsonl").read_text().splitlines()}
+    assert len(test_speakers) == 1  # a whole speaker held out: the other one is all the training data
+
+
+def test_the_split_holds_out_speakers_or_recordings_and_is_seeded() -> None:
+    rows = [{"audio": f"{s}{i}.wav", "duration": 1.0, "text": "A", "speaker": s} for s in "abcd" for i in range(10)]
+    split = split_rows(rows, share=0.4)
+    assert split.by == "speaker" and len(split.test) == 20
+    assert not {r["speaker"] for r in split.test} & {r["speaker"] for r in split.train}
+    assert split_rows(rows, share=0.4).test == split.test  # the same data splits the same way
+    recordings = split_rows(rows, by="recording", share=0.25)
+    assert recordings.by == "recording" and len(recordings.test) == 10 and len(recordings.train) == 30
+
+
+def test_a_test_manifest_of_your_choosing_is_the_test_split(corpus: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "given"
+    assert main([str(corpus / "anna"), "--out", str(out), "--test", str(corpus / "bob"), "--check"]) == 0
+    assert "train 12 utterances" in capsys.readouterr().err
+    tested = {Path(audio).parent.name for audio, _ in audio_and_text(out / "data" / "test.jsonl")}
+    assert tested == {"bob"} and len(audio_and_text(out / "data" / "test.jsonl")) == 12
+    assert main([str(corpus), "--out", str(tmp_path / "overlap"), "--test", str(corpus / "bob"), "--check"]) == 0
+    trained = {Path(audio).parent.name for audio, _ in audio_and_text(tmp_path / "overlap" / "data" / "train.jsonl")}
+    assert trained == {"anna"}  # a recording in both is tested, never trained on
+
+
+def test_too_little_to_measure_is_refused_in_one_line(corpus: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "few"
+    assert main([str(corpus), "--out", str(out), "--test-split", "recording", "--test-share", "0.3"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("asr.finetune: error: only 7 test utterances held out (recording): at least 10 are needed "
+                       "to measure what fine-tuning gains; record more, raise --test-share, or give a --test MANIFEST")
+    assert not out.exists()  # nothing written, nothing scored
+
+
+def test_a_bad_row_is_one_line_and_the_rest_is_kept(corpus: Path, tmp_path: Path, capsys) -> None:
+    wavs = sorted(corpus.rglob("*.wav"))
+    table = corpus.parent / "with_bad_rows.csv"
+    table.write_text("path,text,speaker\n" + "".join(f"{p.relative_to(corpus.parent)},hello {p.stem},{p.parent.name}\n"
+                                                      for p in wavs)
+                     + "mine/anna/missing.wav,not there,anna\n" + "mine/bob/00.wav,too,many,fields\n")
+    out = tmp_path / "kept"
+    assert main([str(table), "--out", str(out), "--check"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    skipped = [line for line in err if "skipped" in line and "asr.manifest: skipped:" in line]
+    assert len(skipped) == 2 and "with_bad_rows.csv:26:" in skipped[0] and "with_bad_rows.csv:27:" in skipped[1]
+    assert "24 utterances" in err[-2] and "2 skipped" in err[-2]
+    assert len((out / "data" / "all.jsonl").read_text().splitlines()) == 24
+
+    (out / "run").mkdir()  # as if a fine-tune had started on this data: other data must not overwrite it
+    before = {name: (out / "data" / name).read_text() for name in ("all.jsonl", "train.jsonl", "test.jsonl")}
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text((out / "data" / "all.jsonl").read_text() + "{not json\n")
+    assert main([str(broken), "--out", str(out)]) == 1
+    assert capsys.readouterr().err.strip() == (f"asr.finetune: error: {broken}:25: broken manifest line "
+                                               "(JSONDecodeError: Expecting property name enclosed in double quotes: "
+                                               "line 1 column 2 (char 1))")
+    changed = tmp_path / "fewer.jsonl"
+    changed.write_text("".join(line + "\n" for line in (out / "data" / "all.jsonl").read_text().splitlines()[1:]))
+    changed_rows = changed.read_text().replace('"audio": "', f'"audio": "{out / "data"}/')
+    changed.write_text(changed_rows)
+    assert main([str(changed), "--out", str(out)]) == 1
+    assert "holds a fine-tune of other data" in capsys.readouterr().err
+    assert {name: (out / "data" / name).read_text() for name in before} == before  # nothing lost
+
+
+def test_a_run_stopped_with_ctrl_c_resumes_and_gives_a_model_folder_every_tool_takes(
+        corpus: Path, replay_root: Path, model_path: Path, tmp_path: Path, speech_wav: Path, capsys) -> None:
+    out = tmp_path / "mine"
+    options = [str(corpus), "--out", str(out), "--model", str(model_path), "--replay-data-root", str(replay_root),
+               "--replay-share", "0.95", "--workers", "0", "--threads", "1"]  # 95% replay: enough steps to stop
+    command = [sys.executable, "-m", "asr.finetune", *options]
+    first = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "COLUMNS": "120"})
+    seen = ""
+    while "step " not in seen.rpartition("fine-tuning:")[2]:  # the progress bar shows training under way
+        char = first.stderr.read(1)
+        assert char, f"finished before training showed progress: {seen[-2000:]}"
+        seen += char
+    first.send_signal(signal.SIGINT)
+    seen += first.stderr.read()
+    first.stdout.read()
+    assert first.wait(timeout=120) == 130, seen[-3000:]
+    assert seen.rstrip().splitlines()[-1] == "asr.finetune: interrupted (Ctrl-C)" and "Traceback" not in seen
+    stopped = torch.load(out / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert stopped["global_step"] > 0 and stopped["callbacks"]["Budget"]["trained_s"] > 0
+    assert not (out / "model.safetensors").exists()
+
+    second = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "1 speaker held out" in second.stderr and "before" in second.stdout and "after" in second.stdout
+    trained = json.loads((out / "run" / "trained.json").read_text())
+    planned = int(second.stderr.split(" steps (Ctrl-C")[0].rsplit(" ", 1)[1])
+    assert trained["steps"] == planned > stopped["global_step"]  # it went on from the saved step to the end
+    for name in ("model.safetensors", "onnx/model.json", "onnx/encoder.int8.onnx", "lm.arpa", "MODEL_CARD.md",
+                 "config.yaml", "finetune.json"):
+        assert (out / name).is_file(), name
+    assert not (out / "run" / "checkpoints").exists()  # done: the checkpoints are dropped
+    info = json.loads((out / "finetune.json").read_text())
+    assert set(info["lm"]["new_words"]) == {w.upper() for w in WORDS} and info["lm"]["missing"] == []
+    assert info["before"]["beam"]["utts"] == info["after"]["beam"]["utts"] == 12
+    assert info["training"]["replay_minutes"] > 0 and info["training"]["trained_blocks"] == "all 2 blocks"
+    card = (out / "MODEL_CARD.md").read_text()
+    assert "| before |" in card and "| after |" in card and "Per speaker" in card
+    from omegaconf import OmegaConf
+    assert OmegaConf.load(out / "config.yaml").freeze == ["subsampling."]  # the front end did not train
+
+    model = asr.load(out)
+    assert model.decoder.lm.path == out / "lm.arpa"
+    assert all(model.decoder.lm.words.contains(w.upper()) for w in WORDS)  # the data's words are possible outputs
+    capsys.readouterr()
+    assert transcribe.main(["--model", str(out), "--plain", str(speech_wav)]) == 0
+    assert "error" not in capsys.readouterr().err
+
+    assert main(options) == 0  # finished: the same command only reports again
+    assert capsys.readouterr().out == second.stdout
