@@ -245,8 +245,8 @@ def transcribe_batched(transcriber: "Transcriber", sources: Sequence[Source],
                        window_seconds: float = WINDOW_SECONDS, seconds: Sequence[float | None] | None = None,
                        decode_thread: bool = True) -> Iterator[tuple[Source, Transcript | AudioError]]:
     """Files (paths, "-") or 16 kHz arrays (N,) -> (source, its Transcript or AudioError), in the order of
-    `sources`; the text equals `transcriber.transcribe(source)`'s. `batch_seconds`: audio per encoder call
-    (memory and speed); `progress`: called with seconds of audio as they are stepped; `seconds`: the sources'
+    `sources`; the text equals `transcriber.transcribe(source)`'s (an array's with sample_rate=16000).
+    `batch_seconds`: audio per encoder call (memory and speed); `progress`: called with seconds of audio as they are stepped; `seconds`: the sources'
     durations if known; `decode_thread`: decode beside the encoder (see `run_batched`)."""
     def sink(index: int) -> Sink:
         source = sources[index]
