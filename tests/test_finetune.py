@@ -148,16 +148,16 @@ def test_a_run_stopped_with_ctrl_c_resumes_and_gives_a_model_folder_every_tool_t
         corpus: Path, replay_root: Path, model_path: Path, tmp_path: Path, speech_wav: Path, capsys) -> None:
     out = tmp_path / "mine"
     options = [str(corpus), "--out", str(out), "--model", str(model_path), "--replay-data-root", str(replay_root),
-               "--replay-share", "0.95", "--workers", "0", "--threads", "1"]  # 95% replay: enough steps to stop
+               "--replay-share", "0.95", "--workers", "1", "--threads", "1"]  # 95% replay: enough steps to stop
     command = [sys.executable, "-m", "asr.finetune", *options]
     first = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "COLUMNS": "120"})
+                             env={**os.environ, "COLUMNS": "120"}, start_new_session=True)
     seen = ""
     while "step " not in seen.rpartition("fine-tuning:")[2]:  # the progress bar shows training under way
         char = first.stderr.read(1)
         assert char, f"finished before training showed progress: {seen[-2000:]}"
         seen += char
-    first.send_signal(signal.SIGINT)
+    os.killpg(first.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the loader process hears it too
     seen += first.stderr.read()
     first.stdout.read()
     assert first.wait(timeout=120) == 130, seen[-3000:]

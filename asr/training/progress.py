@@ -1,12 +1,15 @@
-"""Callbacks for a run that a person watches and may stop: a time budget that survives Ctrl-C and a
-progress bar in hours of audio (`python -m asr.finetune`).
+"""Callbacks for a run that a person watches and may stop: a time budget that survives Ctrl-C (the loader
+processes leave Ctrl-C to the training process, which saves the run) and a progress bar in hours of audio
+(`python -m asr.finetune`).
 
 Both keep their state in the run's checkpoints (Lightning saves a callback's `state_dict` with the
 weights), so the minutes and audio of a run stopped and started again add up.
 """
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,6 +27,21 @@ class Budget(WallClockStop):
     def __init__(self, minutes: float, last: Path):
         super().__init__(minutes, last)
         self.before, self.began, self.interrupted = 0.0, None, False
+        self.ctrl_c = None  # this process's Ctrl-C handler while the loader processes start
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        """The loader processes (data.num_workers) start before fitting does: they start with Ctrl-C ignored
+        and leave it to this process, which saves the run and ends them (each would print a traceback)."""
+        if threading.current_thread() is threading.main_thread():
+            self.ctrl_c = signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def _restore_ctrl_c(self) -> None:
+        if self.ctrl_c is not None:
+            signal.signal(signal.SIGINT, self.ctrl_c)
+            self.ctrl_c = None
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._restore_ctrl_c()
 
     def trained_seconds(self) -> float:
         """Seconds of training so far, earlier processes' included."""
@@ -36,6 +54,7 @@ class Budget(WallClockStop):
         self.before = float(state_dict.get("trained_s", 0.0))
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._restore_ctrl_c()  # the loaders have started (Lightning starts them before this hook)
         super().on_train_start(trainer, pl_module)
         self.began = time.monotonic()
         self.deadline -= self.before
