@@ -62,7 +62,7 @@ def note(message: str) -> None:
 
 
 def share(text: str) -> float:
-    value = float(text)
+    value = cli.finite_float(text)
     if not 0.0 <= value < 1.0:
         raise argparse.ArgumentTypeError(f"must be at least 0 and below 1 (got {text})")
     return value

@@ -174,7 +174,8 @@ def test_inference_uses_one_thread_unless_told(model_path: Path, tmp_path: Path,
 
 
 TOOLS = ["asr.transcribe", "asr.stream", "asr.evaluate", "asr.serve", "asr.export", "asr.corpus", "asr.tools.lm",
-         "asr.tools.tune_lm", "asr.tools.bench_step", "asr.tools.bench_attention", "asr.tools.bench_resume"]
+         "asr.tools.tune_lm", "asr.tools.bench_step", "asr.tools.bench_attention", "asr.tools.bench_resume",
+         "asr.tools.lm_mix", "asr.finetune"]
 
 
 class _Parsed(Exception):

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from asr import cli
 from asr.tools.lm import BOS, UNK, arpa_text, lower_prob, renormalise
 
 
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asr.tools.lm_mix", description=__doc__.split("\n\n")[0])
     parser.add_argument("a", type=Path, help="the first ARPA model (e.g. one of your own text: python -m asr.tools.lm)")
     parser.add_argument("b", type=Path, help="the second (e.g. asr/pretrained/default.arpa)")
-    parser.add_argument("--weight", type=float, default=0.5, help="the first model's share, 0-1 (default 0.5)")
+    parser.add_argument("--weight", type=cli.finite_float, default=0.5, help="the first model's share, 0-1 (default 0.5)")
     parser.add_argument("--out", type=Path, required=True, help="the ARPA file to write")
     args = parser.parse_args(argv)
     try:
