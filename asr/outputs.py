@@ -146,8 +146,8 @@ def _fits(tokens: list[Timed], first: int, end: int) -> bool:
 
 def _cost(tokens: list[Timed], first: int, end: int, n: int) -> float:
     """A cue of tokens [first, end) in a segment of n: one for the cue, more where it cuts inside a sentence
-    (less at a comma or before "and", "but"...), holds the end of one sentence and the start of another, is shorter than MIN_CUE_SECONDS,
-    or is long (so that a sentence cut in two is cut near its middle)."""
+    (less at a comma or before "and", "but"...), holds the end of one sentence and the start of another, is
+    shorter than MIN_CUE_SECONDS, or is long (so that a sentence cut in two is cut near its middle)."""
     texts = [tok for _, _, tok in tokens[first:end]]
     cost = 1.0
     if end < n:

@@ -3,10 +3,10 @@
     python scripts/screenshot_page.py [--out docs/page.png]
 
 Debian's headless Chromium (`chromium`, `chromium-driver`; scripts/setup.sh installs them) opens the page with a
-fake microphone that plays the shipped examples (flite's, speechocean762's, flite's again), a pause
-between them, and the shot is taken while the third is being heard: two finals (their words dimmed where the
-model is unsure) above the third's partial, the connection state beside the buttons. tests/test_serve_browser.py drives the page the same way
-(`chromium`, `microphone_wav`).
+fake microphone that plays the shipped examples (flite's, speechocean762's, flite's again), a pause between
+them, and the shot is taken while the third is being heard: two finals (their words dimmed where the model is
+unsure) above the third's partial, the connection state beside the buttons. tests/test_serve_browser.py drives
+the page the same way (`chromium`, `microphone_wav`).
 """
 from __future__ import annotations
 

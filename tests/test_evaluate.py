@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from asr import evaluate
 from asr.manifest import write_manifest
+from asr.parallel import GROUP_FILES
 from conftest import tone, write
+from helpers import ROOT
 
 LAST_LINE = re.compile(r"WER=(\d+\.\d\d) CER=(\d+\.\d\d) RTF=(\d+\.\d+) utts=(\d+)")
 
@@ -121,24 +125,22 @@ def test_by_speaker_lines(manifest: Path, model_path: Path, tmp_path: Path, caps
 def test_jobs_give_the_one_process_scores(tmp_path: Path) -> None:
     """--jobs N (as asr.transcribe's, asr.parallel): the same WER, utterance by utterance, as one process. More
     utterances than a worker's group, so that both workers take some."""
-    import subprocess
-    import sys
-
-    from asr.parallel import GROUP_FILES
-    from helpers import ROOT
-    examples = [(ROOT / "asr" / "examples" / "synthetic_slt.flac", "the weather was cold and the children stayed at home"),
-                (ROOT / "asr" / "examples" / "speechocean762_0813_0233.flac", "where are you going to keep it")]
+    folder = ROOT / "asr" / "examples"
+    examples = [(folder / "synthetic_slt.flac", "the weather was cold and the children stayed at home"),
+                (folder / "speechocean762_0813_0233.flac", "where are you going to keep it")]
     rows = [{"audio": str(examples[i % 2][0]), "text": examples[i % 2][1], "speaker": str(i % 2)}
             for i in range(GROUP_FILES + 8)]
     write_manifest(tmp_path / "m.jsonl", rows)
 
-    def scored(*args: str) -> tuple[str, list[dict]]:
+    def scored(*args: str) -> tuple[tuple[str, ...], list[tuple[str, str]]]:
         report = tmp_path / f"report{len(args)}.json"
-        run_ = subprocess.run([sys.executable, "-m", "asr.evaluate", "--manifest", str(tmp_path / "m.jsonl"), "--greedy",
-                               "--report", str(report), *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        run_ = subprocess.run([sys.executable, "-m", "asr.evaluate", "--manifest", str(tmp_path / "m.jsonl"),
+                               "--greedy", "--report", str(report), *args],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert run_.returncode == 0, run_.stderr
         utterances = json.loads(report.read_text())["utterances"]
-        return LAST_LINE.search(run_.stdout.splitlines()[-1]).group(1, 2, 4), [(u["audio"], u["hyp"]) for u in utterances]
+        scores = LAST_LINE.search(run_.stdout.splitlines()[-1]).group(1, 2, 4)
+        return scores, [(u["audio"], u["hyp"]) for u in utterances]
 
     alone, jobs = scored(), scored("--jobs", "2")
     assert jobs == alone and len(alone[1]) == len(rows)

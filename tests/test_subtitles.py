@@ -78,5 +78,6 @@ def test_cues_show_the_written_form() -> None:
 
 def test_srt_and_vtt_write_the_cues(tmp_path) -> None:
     t = transcript(segment("On Sunday he put on his best suit and his favourite blue tie.", 0.5))
-    assert t.render("srt") == "1\n00:00:00,500 --> 00:00:05,000\nOn Sunday he put on his best suit\nand his favourite blue tie.\n"
+    assert t.render("srt") == ("1\n00:00:00,500 --> 00:00:05,000\n"
+                               "On Sunday he put on his best suit\nand his favourite blue tie.\n")
     assert re.fullmatch(r"WEBVTT\n\n00:00:00\.500 --> 00:00:05\.000\n.*\n.*\n", t.render("vtt"))
