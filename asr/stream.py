@@ -157,7 +157,7 @@ def _run_mic(args: argparse.Namespace, show: Callable[[Iterable[np.ndarray]], No
         mic = microphone.Microphone(args.mic_device, max_seconds=args.max_seconds)
         with mic:
             print(f"asr.stream: listening on {mic.name} (16 kHz mono); Ctrl-C to stop", file=sys.stderr)
-            previous = signal.signal(signal.SIGINT, lambda *_: mic.stop())
+            previous = signal.signal(signal.SIGINT, lambda *_: (interrupt.STOP.set(), mic.stop()))  # exit 130
             try:
                 show(mic.chunks())
             finally:

@@ -7,7 +7,9 @@ before sounddevice is imported. --max-seconds (the file's length) ends the captu
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +92,17 @@ def test_mic_transcript_with_default_model(fake_mic) -> None:
     assert live.returncode == 0, live.stderr
     heard = normalize(" ".join(live.stdout.splitlines()))
     assert jiwer.cer(normalize(SENTENCE), heard) <= 0.35, heard
+
+
+def test_ctrl_c_stops_listening_with_the_final_out_one_line_and_130(fake_mic, model_path: Path) -> None:
+    """No --max-seconds: the replay goes on (silence after the speech) until Ctrl-C, as a user stops it."""
+    env, _ = fake_mic
+    live = subprocess.Popen([sys.executable, "-m", "asr.stream", "--mic", "--model", str(model_path), "--json"],
+                            cwd=Path(__file__).resolve().parents[1], env={**os.environ, **env}, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    assert json.loads(live.stdout.readline())["time"] == 0.5  # it is listening and transcribing
+    os.killpg(live.pid, signal.SIGINT)
+    out, err = live.communicate(timeout=120)
+    assert live.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "asr.stream: interrupted (Ctrl-C)"
+    assert json.loads(out.splitlines()[-1])["is_final"]  # the open segment's final came out
