@@ -9,7 +9,7 @@
     result.render("srt")                        # also "txt", "json", "vtt"
 
     stream = model.stream(sample_rate=48000)    # live audio, pushed as it arrives (any piece lengths)
-    for event in stream.push(samples): ...      # partials and finals (`asr.endpoint.Emission`)
+    for event in stream.push(samples): ...      # partials and finals (`asr.decoding.endpoint.Emission`)
     for event in stream.finish(): ...           # the last final
 
 Every command-line tool loads its model and decoder through `load_recognizer` and `load_decoder`
@@ -23,15 +23,18 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from asr.audio import SAMPLE_RATE, StreamingResampler, read_blocks, rechunk, resample
+from asr.audio import SAMPLE_RATE
+from asr.audio.chunks import rechunk
+from asr.audio.files import read_blocks
+from asr.audio.resample import StreamingResampler, resample
 from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
+from asr.decoding.endpoint import Emission, EndpointConfig, Stream, emissions
 from asr.decoding.hotwords import parse_hotwords, read_hotwords
-from asr.endpoint import Emission, EndpointConfig, Stream, emissions
 from asr.model.folder import folder_lm
-from asr.outputs import Segment, Transcript
-from asr.recognizer import Recognizer
-from asr.restore.restorer import load_restorer
+from asr.model.recognizer import Recognizer
+from asr.text.formats import Segment, Transcript
+from asr.text.restore.restorer import load_restorer
 
 Audio = str | Path | np.ndarray
 
@@ -108,7 +111,8 @@ def load(model: str | Path | None = None, *, backend: str | None = None, int8: b
          written: bool = True, endpoint: EndpointConfig | None = None,
          device: str | None = None) -> "Transcriber":
     """A model ready to transcribe: `model` and `device` as in `load_recognizer` (None: the bundled one, on the
-    CPU), the decoding as in `load_decoder`, and where segments end (`endpoint`, `asr.endpoint.EndpointConfig`)."""
+    CPU), the decoding as in `load_decoder`, and where segments end (`endpoint`,
+    `asr.decoding.endpoint.EndpointConfig`)."""
     recognizer = load_recognizer(model, backend, threads, int8, device)
     decoder = load_decoder(recognizer, is_bundled(model), greedy, beam, lm, beam_config, hotwords, restore, restorer,
                            hotword_min_confidence, written, own_lm=folder_lm(model))
@@ -117,7 +121,7 @@ def load(model: str | Path | None = None, *, backend: str | None = None, int8: b
 
 class LiveStream:
     """A live stream at any sample rate: `push` pieces of any length, then `finish`; each returns the
-    emissions that became due (`asr.endpoint.Stream` after resampling to 16 kHz)."""
+    emissions that became due (`asr.decoding.endpoint.Stream` after resampling to 16 kHz)."""
 
     def __init__(self, stream: Stream, sample_rate: int = SAMPLE_RATE):
         self.stream = stream

@@ -11,21 +11,18 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from asr import api
 from asr.api import chunk_samples  # noqa: F401  (the tools' --chunk-ms in samples)
-from asr.audio import AudioError
-from asr.batch import DEFAULT_BATCH_SECONDS, transcribe_batched
+from asr.batch.padded import DEFAULT_BATCH_SECONDS
 from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
+from asr.decoding.endpoint import EndpointConfig
 from asr.decoding.hotwords import DEFAULT_BOOST
-from asr.endpoint import EndpointConfig
 from asr.model.backend import BACKENDS
 from asr.model.folder import folder_lm
-from asr.outputs import Transcript
-from asr.parallel import transcribe_in_processes
-from asr.recognizer import Recognizer
+from asr.model.recognizer import Recognizer
 
 
 def finite_float(text: str) -> float:
@@ -118,36 +115,18 @@ def add_chunk_ms(parser: argparse.ArgumentParser, default: float, help: str) -> 
 
 
 def add_batch_seconds(parser: argparse.ArgumentParser) -> None:
-    """--batch-seconds: whole files stepped side by side in padded batches (asr.batch); 0 for one file at a time."""
+    """--batch-seconds: whole files stepped side by side in padded batches (asr.batch.padded); 0 for one file at a
+    time."""
     parser.add_argument("--batch-seconds", type=non_negative_float, default=DEFAULT_BATCH_SECONDS, metavar="S",
                         help="files sorted by length and stepped side by side, S seconds of audio per encoder call "
                              f"(same text; default {DEFAULT_BATCH_SECONDS:g}); 0: one file at a time, in --chunk-ms steps")
 
 
 def add_jobs(parser: argparse.ArgumentParser) -> None:
-    """--jobs: the batches in N worker processes (asr.parallel), for asr.transcribe and asr.evaluate alike."""
+    """--jobs: the batches in N worker processes (asr.batch.processes), for asr.transcribe and asr.evaluate alike."""
     parser.add_argument("--jobs", type=positive_int, default=1, metavar="N",
-                        help="the batches in N processes, one core each (asr.parallel; the same text; default 1)")
-
-
-def transcribed(model: api.Transcriber, files: list[Path], args: argparse.Namespace,
-                progress: Callable[[float], None], seconds: list[float] | None = None
-                ) -> Iterator[tuple[Path, Transcript | AudioError]]:
-    """(file, its Transcript or AudioError) in input order: batched (`asr.batch.transcribe_batched`), in --jobs
-    processes when there are several (`asr.parallel`), unless
-    --batch-seconds is 0, then one file at a time through the streaming path. `progress`: seconds of audio;
-    `seconds`: the files' durations if known (for the length sort)."""
-    if args.batch_seconds > 0 and getattr(args, "jobs", 1) > 1:
-        yield from transcribe_in_processes(model, args, files, args.jobs, progress, seconds)
-        return
-    if args.batch_seconds > 0:
-        yield from transcribe_batched(model, files, args.batch_seconds, progress, seconds=seconds)
-        return
-    for path in files:
-        try:
-            yield path, model.transcribe(path, chunk_ms=args.chunk_ms, progress=progress)
-        except AudioError as err:
-            yield path, err
+                        help="the batches in N processes, one core each (asr.batch.processes; the same text; "
+                             "default 1)")
 
 
 def add_decoder_args(parser: argparse.ArgumentParser) -> None:
@@ -157,7 +136,7 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", action="store_true",
                         help="beam search with the bundled word LM (the default with the bundled model; a model "
                              "folder with its own lm.arpa searches with that)")
-    parser.add_argument("--lm", help="beam search with this ARPA word LM (python -m asr.tools.lm) instead")
+    parser.add_argument("--lm", help="beam search with this ARPA word LM (python -m asr.training.lm) instead")
     parser.add_argument("--beam-size", type=positive_int, default=defaults.beam_size, help="beam width (with an LM)")
     parser.add_argument("--beam-threshold", type=finite_float, default=defaults.beam_threshold,
                         help="prune hypotheses this far below the best (with an LM)")
@@ -186,7 +165,7 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
-    """The endpoint rules (asr.endpoint) as flags."""
+    """The endpoint rules (asr.decoding.endpoint) as flags."""
     defaults = EndpointConfig()
     parser.add_argument("--trailing-silence", type=positive_float, default=defaults.trailing_silence,
                         help=f"seconds of silence after speech that end a segment (default {defaults.trailing_silence:g})")

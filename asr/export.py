@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from asr import cli, interrupt
-from asr.model.backend import ModelError, needs_train_extra
+from asr import cli
+from asr.audio import interrupt
+from asr.model.errors import ModelError, needs_train_extra
 
 
 @interrupt.handled("export")

@@ -36,20 +36,21 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Callable  # noqa: E402
 
-from asr import api, cli, interrupt  # noqa: E402
-from asr.audio import load_audio  # noqa: E402
-from asr.corpus import BuildError, Report  # noqa: E402
+from asr import api, cli  # noqa: E402
+from asr.audio import interrupt  # noqa: E402
+from asr.audio.files import load_audio  # noqa: E402
+from asr.corpus.build import BuildError, Report  # noqa: E402
+from asr.corpus.manifest import ManifestError, read_manifest, write_manifest  # noqa: E402
 from asr.decoding.beam import BeamConfig, LMError, WordLM  # noqa: E402
 from asr.decoding.decoder import Decoder  # noqa: E402
-from asr.manifest import ManifestError, read_manifest, write_manifest  # noqa: E402
-from asr.model.backend import ModelError, needs_train_extra  # noqa: E402
 from asr.model.device import torch_device, wants_gpu  # noqa: E402
+from asr.model.errors import ModelError, needs_train_extra  # noqa: E402
 from asr.model.folder import CARD, LM, WEIGHTS, folder_lm, model_folder  # noqa: E402
 from asr.pretrained import default_lm_path, default_model_path  # noqa: E402
-from asr.text import normalize  # noqa: E402
-from asr.tools.lm_mix import ArpaError, mix_arpa  # noqa: E402
+from asr.text.normalize import normalize  # noqa: E402
 from asr.training import finetune_lm as domain  # noqa: E402
 from asr.training import finetune_report as report  # noqa: E402
+from asr.training.lm_mix import ArpaError, mix_arpa  # noqa: E402
 from asr.training.finetune import (LR, REPLAY_SHARE, REPLAY_SOURCES, Split, SplitError, given_split,  # noqa: E402
                                    input_rows, minutes, replay_rows, split_rows)
 # The training stack (torch, Lightning) loads in the steps that need it: checking the data stays quick.

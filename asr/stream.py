@@ -22,13 +22,15 @@ from typing import Callable, Iterable, Iterator, TextIO
 
 import numpy as np
 
-from asr import cli, interrupt
-from asr.audio import SAMPLE_RATE, AudioError, load_audio, read_blocks, rechunk
+from asr import cli
+from asr.audio import SAMPLE_RATE, AudioError, interrupt
+from asr.audio.chunks import rechunk
+from asr.audio.files import load_audio, read_blocks
 from asr.decoding.beam import LMError
 from asr.decoding.ctc import greedy_decode
-from asr.endpoint import Emission
-from asr.model.backend import ModelError
-from asr.recognizer import Recognizer
+from asr.decoding.endpoint import Emission
+from asr.model.errors import ModelError
+from asr.model.recognizer import Recognizer
 
 
 def paced(chunks: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--realtime and --compare-offline need --file")
     if args.file == "-" and args.compare_offline:
         parser.error("--compare-offline reads the file twice: it needs a file, not standard input (-)")
-    from asr import microphone  # sounddevice itself is imported only when a device is used
+    from asr.audio import microphone  # sounddevice itself is imported only when a device is used
     if args.list_devices:
         try:
             print(microphone.list_devices())
@@ -152,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_mic(args: argparse.Namespace, show: Callable[[Iterable[np.ndarray]], None]) -> int:
     """Live input until Ctrl-C (or --max-seconds); the open segment is closed on the way out."""
-    from asr import microphone
+    from asr.audio import microphone
     try:
         mic = microphone.Microphone(args.mic_device, max_seconds=args.max_seconds)
         with mic:

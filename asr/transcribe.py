@@ -6,11 +6,11 @@
 Inputs: audio and video files (wav/flac/mp3/m4a/mp4/webm..., anything ffmpeg reads; any rate, mono or
 stereo, any length), `-` for standard input, folders (searched recursively for audio) and manifests
 (*.jsonl). Files are read block-wise and resampled
-block-wise exactly (asr.audio.read_blocks), so an hour-long file needs little memory.
+block-wise exactly (asr.audio.files.read_blocks), so an hour-long file needs little memory.
 Without --output-dir the results go to stdout (txt: the text alone for one file, FILE<TAB>TEXT
 lines for several; json: one object a line). A failed file gives one error line on stderr;
 the others are still transcribed, a summary names the failures and the exit status is 1.
-`--ray [ADDRESS] ... --output-dir DIR` runs the same on a Ray cluster, in resumable shards (asr/distributed.py).
+`--ray [ADDRESS] ... --output-dir DIR` runs the same on a Ray cluster, in resumable shards (asr/batch/cluster.py).
 """
 from __future__ import annotations
 
@@ -21,13 +21,16 @@ from typing import Iterable
 
 from tqdm import tqdm
 
-from asr import cli, distributed, interrupt
-from asr.audio import AUDIO_SUFFIXES, AudioError, audio_duration
+from asr import cli
+from asr.audio import AudioError, interrupt
+from asr.audio.files import AUDIO_SUFFIXES, audio_duration
+from asr.batch import cluster
+from asr.batch.files import transcribed
+from asr.batch.processes import StartError
+from asr.corpus.manifest import ManifestError, read_manifest
 from asr.decoding.beam import LMError
-from asr.manifest import ManifestError, read_manifest
-from asr.model.backend import ModelError
-from asr.outputs import FORMATS
-from asr.parallel import StartError
+from asr.model.errors import ModelError
+from asr.text.formats import FORMATS
 
 MANIFEST_SUFFIXES = (".jsonl",)
 PROGRESS_SECONDS = 60.0  # show a progress bar (on a terminal) for at least this much audio...
@@ -97,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     cli.add_jobs(parser)
     cli.add_decoder_args(parser)
     cli.add_endpoint_args(parser)
-    distributed.add_args(parser)
+    cluster.add_args(parser)
     return parser
 
 
@@ -105,14 +108,14 @@ def _parser() -> argparse.ArgumentParser:
 @interrupt.handled("transcribe")
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(distributed.address_flag(sys.argv[1:] if argv is None else argv))
+    args = parser.parse_args(cluster.address_flag(sys.argv[1:] if argv is None else argv))
     files, seconds, errors = expand_inputs(args.inputs)
     for error in errors:
         cli.error("transcribe", error)
     if not files:
         return 1
-    if args.ray is not None:  # the job on a Ray cluster (asr/distributed.py)
-        return 1 if errors else distributed.run(args, files)
+    if args.ray is not None:  # the job on a Ray cluster (asr/batch/cluster.py)
+        return 1 if errors else cluster.run(args, files)
     try:
         model = cli.load_transcriber(args)  # bad options fail here, in one line
         if args.jobs > 1 and any(str(f) == "-" for f in files):
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tqdm(total=round(total / 3600, 4), disable=not show_bar, leave=False, file=sys.stderr,
                   bar_format="{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]") as bar:
-            results = cli.transcribed(model, files, args, lambda heard: bar.update(heard / 3600), seconds)
+            results = transcribed(model, files, args, lambda heard: bar.update(heard / 3600), seconds)
             for path, result in results:
                 if isinstance(result, AudioError):
                     tqdm.write(f"asr.transcribe: error: {result}", file=sys.stderr)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from asr.audio import AudioError  # noqa: E402
-from asr.manifest import ManifestError, header_duration, read_manifest  # noqa: E402
+from asr.corpus.manifest import ManifestError, header_duration, read_manifest  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from asr.model.errors import ModelError  # noqa: E402
 from asr.model.loader import average_models  # noqa: E402
-from asr.model.backend import ModelError  # noqa: E402
 
 
 def main() -> int:

@@ -31,10 +31,10 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from asr.audio import SAMPLE_RATE  # noqa: E402
 from asr.decoding.decoder import Decoder  # noqa: E402
-from asr.tools.bench_attention import chunk_speed, describe, scaling  # noqa: E402
-from asr.recognizer import Recognizer  # noqa: E402
+from asr.model.recognizer import Recognizer  # noqa: E402
 from asr.pretrained import default_lm_path  # noqa: E402
 from bench import ours, peers, quiet  # noqa: E402
+from bench.attention import chunk_speed, describe, scaling  # noqa: E402
 from bench.data import ROOT, SETS, Clip, EvalSet, load_set, write_wavs  # noqa: E402
 from bench.plots import make_plots  # noqa: E402
 from bench.report import accuracy_table, render, targets_table  # noqa: E402

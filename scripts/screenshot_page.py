@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from bench.server_process import ServerUnderTest  # noqa: E402
 
-from asr.audio import StreamingResampler  # noqa: E402
+from asr.audio.resample import StreamingResampler  # noqa: E402
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 EXAMPLES = ROOT / "asr" / "examples"

@@ -13,7 +13,7 @@ import torch
 from omegaconf import OmegaConf
 
 from asr.model.encoder import Encoder, EncoderConfig, EncoderState
-from asr.tokenizer import Tokenizer
+from asr.text.tokenizer import Tokenizer
 
 # Small tensors run fastest on one thread, and the suite must not fight other processes for cores.
 torch.set_num_threads(1)

@@ -9,7 +9,8 @@ import soundfile as sf
 
 import asr
 from asr import stream, transcribe
-from asr.audio import AudioError, resample
+from asr.audio import AudioError
+from asr.audio.resample import resample
 from asr.decoding.ctc import Word
 from helpers import ROOT
 from media_files import encode

@@ -1,4 +1,4 @@
-"""`asr.batch`: batched whole-file transcription gives the per-file streaming text, file by file; bad files are
+"""`asr.batch.padded`: batched whole-file transcription gives the per-file streaming text, file by file; bad files are
 skipped and reported; --device's errors are one line and a non-zero exit."""
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 
 import asr
-from asr import batch, evaluate, serve, transcribe
-from asr.audio import AudioError, load_audio
-from asr.manifest import read_manifest
+from asr import evaluate, serve, transcribe
+from asr.audio import AudioError
+from asr.audio.files import load_audio
+from asr.batch import padded
+from asr.corpus import evaluation
+from asr.corpus.manifest import read_manifest
 from asr.model.device import DeviceError, check_spelling
 from conftest import write
 from helpers import DATA
@@ -34,7 +37,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 def same_as_per_file(model: asr.Transcriber, files: list[Path], batch_seconds: float) -> None:
     """The batched transcripts equal the per-file ones, file by file: text, segments and word times."""
-    batched = list(batch.transcribe_batched(model, files, batch_seconds))
+    batched = list(padded.transcribe_batched(model, files, batch_seconds))
     assert [source for source, _ in batched] == files  # in input order
     for path, result in batched:
         alone = model.transcribe(path)
@@ -46,15 +49,15 @@ def same_as_per_file(model: asr.Transcriber, files: list[Path], batch_seconds: f
 
 def test_greedy_batched_text_equals_per_file(files: list[Path]) -> None:
     model = asr.load(greedy=True)
-    long = next(batch.transcribe_batched(model, [files[2]]))[1]
-    assert long.duration > 3 * batch.WINDOW_SECONDS and len(long.segments) >= 2 and long.text
+    long = next(padded.transcribe_batched(model, [files[2]]))[1]
+    assert long.duration > 3 * padded.WINDOW_SECONDS and len(long.segments) >= 2 and long.text
     same_as_per_file(model, files, batch_seconds=12.0)  # 3 rows: long and short files step side by side
 
 
 def test_a_file_too_short_for_a_frame_has_no_tail_as_per_file(files: list[Path]) -> None:
     model = asr.load(greedy=True)
     sources = [np.zeros(40, np.float32), load_audio(files[0]), np.full(200, 0.1, np.float32)]
-    batched = [result for _, result in batch.transcribe_batched(model, sources, 12.0)]
+    batched = [result for _, result in padded.transcribe_batched(model, sources, 12.0)]
     assert [(r.text, r.duration) for r in batched] == [(model.transcribe(a, sample_rate=16000).text, a.size / 16000)
                                                      for a in sources]
     assert batched[1].text and not batched[0].text
@@ -67,8 +70,8 @@ def test_beam_batched_text_equals_per_file(files: list[Path]) -> None:
 def test_evaluate_batched_equals_whole_utterance_forward() -> None:
     model = asr.load(greedy=True)
     utterances = read_manifest(DEV)[:6]
-    alone, _, _ = evaluate.evaluate(model.recognizer, utterances, None, model.decoder, batch_seconds=0)
-    batched, latencies, errors = evaluate.evaluate(model.recognizer, utterances, None, model.decoder, batch_seconds=8)
+    alone, _, _ = evaluation.evaluate(model.recognizer, utterances, None, model.decoder, batch_seconds=0)
+    batched, latencies, errors = evaluation.evaluate(model.recognizer, utterances, None, model.decoder, batch_seconds=8)
     assert [r.hyp for r in batched] == [r.hyp for r in alone] and not errors and not latencies
     assert [r.duration for r in batched] == pytest.approx([r.duration for r in alone])
 
@@ -77,7 +80,7 @@ def test_a_bad_file_is_reported_and_the_others_transcribed(files: list[Path], tm
     bad = tmp_path / "bad.wav"
     bad.write_bytes(b"RIFF not really a wave file")
     inputs = [files[0], bad, tmp_path / "missing.wav", files[1]]
-    results = dict(batch.transcribe_batched(asr.load(greedy=True), inputs, 4.0))
+    results = dict(padded.transcribe_batched(asr.load(greedy=True), inputs, 4.0))
     assert isinstance(results[bad], AudioError) and isinstance(results[tmp_path / "missing.wav"], AudioError)
     assert results[files[0]].text and results[files[1]].text
     code = transcribe.main([str(p) for p in inputs] + ["--greedy", "--format", "json"])
@@ -88,8 +91,8 @@ def test_a_bad_file_is_reported_and_the_others_transcribed(files: list[Path], tm
 
 
 def test_sub_batches_keep_short_pieces_apart() -> None:
-    assert batch.sub_batches([32000, 3200, 32000, 20000, 16000]) == [[0, 2, 3, 4], [1]]
-    assert batch.sub_batches([]) == []
+    assert padded.sub_batches([32000, 3200, 32000, 20000, 16000]) == [[0, 2, 3, 4], [1]]
+    assert padded.sub_batches([]) == []
 
 
 @pytest.mark.parametrize("args,message", [
@@ -119,7 +122,7 @@ def test_torch_backend_on_cpu_and_auto(files: list[Path]) -> None:
     assert str(on_cpu.recognizer.model.device) == "cpu"
     automatic = asr.load(greedy=True, device="auto")  # a GPU where torch sees one, else the CPU (onnx)
     expected = on_cpu.transcribe(files[0]).text
-    assert [r.text for _, r in batch.transcribe_batched(on_cpu, files[:2])][0] == expected
+    assert [r.text for _, r in padded.transcribe_batched(on_cpu, files[:2])][0] == expected
     assert automatic.transcribe(files[0]).text == expected
 
 
@@ -160,9 +163,9 @@ def test_benchmarks_name_the_machine_and_its_speed(monkeypatch) -> None:
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "spawned"])
 def test_jobs_split_the_files_over_processes_with_the_same_output(files: list[Path], tmp_path: Path, capsys,
                                                                    monkeypatch, fork: bool) -> None:
-    from asr import parallel
-    monkeypatch.setattr(parallel, "GROUP_FILES", 3)  # several groups for two workers, finishing out of order
-    monkeypatch.setattr(parallel, "forks_safely", lambda args: fork)  # workers sharing the loaded model, or loading their own
+    from asr.batch import processes
+    monkeypatch.setattr(processes, "GROUP_FILES", 3)  # several groups for two workers, finishing out of order
+    monkeypatch.setattr(processes, "forks_safely", lambda args: fork)  # sharing the loaded model, or loading their own
     bad = tmp_path / "bad.wav"
     bad.write_bytes(b"RIFF not really a wave file")
     inputs = [str(p) for p in files[:5]] + [str(bad)] + [str(p) for p in files[5:]]
@@ -192,9 +195,8 @@ def test_manifest_durations_are_read_once_and_sort_the_batches(files: list[Path]
     monkeypatch.setattr(transcribe, "audio_duration", lambda path: read.append(str(path)) or 7.0)
     found, seconds, errors = transcribe.expand_inputs([str(manifest)])
     assert (found, seconds, errors) == (files[:3], [1.0, 2.0, 7.0], []) and read == [str(files[2])]
-    from asr import batch
-    monkeypatch.setattr(batch, "audio_duration", lambda path: pytest.fail(f"{path}'s header read again"))
-    stepped = list(batch.run_batched(asr.load(greedy=True).recognizer, found, lambda _: batch.LogprobSink(30),
+    monkeypatch.setattr(padded, "audio_duration", lambda path: pytest.fail(f"{path}'s header read again"))
+    stepped = list(padded.run_batched(asr.load(greedy=True).recognizer, found, lambda _: padded.LogprobSink(30),
                                      seconds=seconds, decode_thread=False))
     assert sorted(index for index, _ in stepped) == [0, 1, 2]
 
@@ -238,13 +240,13 @@ def test_cpu_split_accounts_for_every_path_and_restores_what_it_timed(monkeypatc
     the largest, the same texts), a FLOP rate from torch's counter, and the timed functions put back after."""
     import re
 
-    import asr.recognizer
+    import asr.model.recognizer
     from asr.decoding.decoder import Decoder
     from helpers import ROOT
     monkeypatch.syspath_prepend(str(ROOT / "scripts"))
     from bench import split
 
-    originals = (asr.recognizer.stream_fbank, Decoder.finish)
+    originals = (asr.model.recognizer.stream_fbank, Decoder.finish)
     assert split.main(["--manifest", str(DEV), "--limit", "6", "--greedy", "--repeats", "1"]) == 0
     out = capsys.readouterr().out
     rows = {name: [float(x) for x in rest.split()] for name, rest in re.findall(r"^(per-file|batched) +(.+)$", out, re.M)}
@@ -253,4 +255,4 @@ def test_cpu_split_accounts_for_every_path_and_restores_what_it_timed(monkeypatc
         assert min(encoder, features, search, finals) >= 0 and rest > -0.01 and rate > 0, out
         assert encoder == max(encoder, features, search, finals, rest) and total >= encoder, out
     assert "texts differing: 0 of 6" in out and re.search(r"encoder: \d+ GFLOP", out), out
-    assert (asr.recognizer.stream_fbank, Decoder.finish) == originals
+    assert (asr.model.recognizer.stream_fbank, Decoder.finish) == originals

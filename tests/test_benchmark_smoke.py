@@ -80,7 +80,7 @@ def test_benchmark_smoke_writes_results(model_path: Path, tone_manifest: Path, t
 
 
 def test_bench_attention_small_sizes() -> None:
-    done = subprocess.run([sys.executable, "-m", "asr.tools.bench_attention", "--minutes", "0.05", "0.1",
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "attention.py"), "--minutes", "0.05", "0.1",
                            "--max-gb", "0.0015", "--json"], cwd=ROOT, capture_output=True, text=True,
                           env=_env(), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -103,11 +103,11 @@ def test_benchmark_stream_loop_equals_whole_utterance_on_trimmed_digits() -> Non
     sys.path.insert(0, str(ROOT / "scripts"))
     from bench.ours import stream_clip
 
-    from asr.audio import load_audio
+    from asr.audio.files import load_audio
+    from asr.corpus.evaluation import recognize
+    from asr.corpus.manifest import read_manifest
     from asr.decoding.decoder import Decoder
-    from asr.evaluate import recognize
-    from asr.manifest import read_manifest
-    from asr.recognizer import Recognizer
+    from asr.model.recognizer import Recognizer
 
     recognizer = Recognizer.load()
     greedy = Decoder(recognizer.tokenizer)

@@ -15,12 +15,14 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
 from asr.model.loader import load_model, save_model
-from asr.tools import bench_resume, bench_step
 from asr.training import carry
+from asr.training.config import OptimConfig
 from asr.training.grow import deepen
 from asr.training.module import warmup_cosine
-from asr.training.config import OptimConfig
 from helpers import DATA, ROOT, SPEECHOCEAN, recipe_module, small_manifest
+
+sys.path.insert(0, str(ROOT / "scripts"))  # scripts/bench: the resume and step benches
+from bench import resume as bench_resume, step as bench_step  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
 SCRIPT = ROOT / "recipes/voices/continue.py"

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from asr.manifest import ManifestError, read_manifest
+from asr.corpus.manifest import ManifestError, read_manifest
 from asr.model.loader import load_model
 from asr.training.config import register_configs
 from asr.training.data import BucketBatchSampler, SourceConfig, load_sources

@@ -7,10 +7,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr.training.data import (AugmentConfig, SpeechDataset, band_limit, draw_wave_augment, pitch_shift, reverberate,
-                               room_bank, warp_mel)
-from asr.manifest import Utterance
-from asr.tokenizer import Tokenizer
+from asr.training.data import (AugmentConfig, SpeechDataset, band_limit, draw_wave_augment, pitch_shift, reverberate, room_bank, warp_mel)
+from asr.corpus.manifest import Utterance
+from asr.text.tokenizer import Tokenizer
 from conftest import tone, write
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from asr.audio import load_audio
+from asr.audio.files import load_audio
 from asr.model.loader import load_model
 from asr.training.distill import distill_loss, enabled, stretch
 from asr.training.teacher import POOL, TeacherCache, WhisperTeacher, cache_key, fill_cache

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from asr import evaluate
-from asr.manifest import write_manifest
-from asr.parallel import GROUP_FILES
+from asr.batch.processes import GROUP_FILES
+from asr.corpus import scoring
+from asr.corpus.manifest import write_manifest
 from conftest import tone, write
 from helpers import ROOT
 
@@ -19,12 +20,12 @@ LAST_LINE = re.compile(r"WER=(\d+\.\d\d) CER=(\d+\.\d\d) RTF=(\d+\.\d+) utts=(\d
 
 
 def test_score_counts_edits() -> None:
-    words, chars, alignment = evaluate.score("A B C", "A X C D")
+    words, chars, alignment = scoring.score("A B C", "A X C D")
     assert (words.ref, words.sub, words.dels, words.ins) == (3, 1, 0, 1)
     assert [a["op"] for a in alignment] == ["equal", "substitute", "equal", "insert"]
     assert alignment[1] == {"op": "substitute", "ref": "B", "hyp": "X"}
     assert chars.ref == 5 and chars.errors == 3
-    empty_words, _, _ = evaluate.score("", "HELLO THERE")
+    empty_words, _, _ = scoring.score("", "HELLO THERE")
     assert (empty_words.ref, empty_words.ins) == (0, 2)
 
 
@@ -96,11 +97,11 @@ def test_split_keeps_that_split_and_unsplit_rows(manifest: Path, model_path: Pat
 
 
 def test_by_speaker_sums_each_speaker_and_puts_the_worst_first() -> None:
-    def result(speaker: str, ref: str, hyp: str) -> evaluate.UttResult:
-        words, chars, _ = evaluate.score(ref, hyp)
-        return evaluate.UttResult("a.wav", ref, hyp, 1.0, 0.1, words, chars, speaker=speaker)
+    def result(speaker: str, ref: str, hyp: str) -> scoring.UttResult:
+        words, chars, _ = scoring.score(ref, hyp)
+        return scoring.UttResult("a.wav", ref, hyp, 1.0, 0.1, words, chars, speaker=speaker)
 
-    rows = evaluate.by_speaker([result("ann", "A B", "A B"), result("bob", "A B C D", "A X C D"),
+    rows = scoring.by_speaker([result("ann", "A B", "A B"), result("bob", "A B C D", "A X C D"),
                                 result("ann", "C D", "C"), result("bob", "E F", "E F")])
     assert [(speaker, count, words.ref, words.errors) for speaker, count, words, _ in rows] == \
         [("ann", 2, 4, 1), ("bob", 2, 6, 1)]  # 25% before 16.7%
@@ -123,7 +124,7 @@ def test_by_speaker_lines(manifest: Path, model_path: Path, tmp_path: Path, caps
 
 
 def test_jobs_give_the_one_process_scores(tmp_path: Path) -> None:
-    """--jobs N (as asr.transcribe's, asr.parallel): the same WER, utterance by utterance, as one process. More
+    """--jobs N (as asr.transcribe's, asr.batch.processes): the same WER, utterance by utterance, as one process. More
     utterances than a worker's group, so that both workers take some."""
     folder = ROOT / "asr" / "examples"
     examples = [(folder / "synthetic_slt.flac", "the weather was cold and the children stayed at home"),

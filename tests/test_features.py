@@ -9,7 +9,8 @@ import soundfile as sf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asr.audio import load_audio, resample
+from asr.audio.files import load_audio
+from asr.audio.resample import resample
 from asr.features import Fbank, FbankConfig, mel_filters, num_frames, stream_fbank
 
 

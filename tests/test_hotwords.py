@@ -13,8 +13,8 @@ from asr.decoding.beam import BeamConfig, WordLM
 from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import DEFAULT_BOOST, Hotword, HotwordError, parse_hotwords, read_hotwords
 from asr.pretrained import default_lm_path, default_model_path
-from asr.tokenizer import Tokenizer
-from asr.tools.lm import build_arpa
+from asr.text.tokenizer import Tokenizer
+from asr.training.lm import build_arpa
 from helpers import emissions
 
 CHAR = Tokenizer("char")
@@ -37,7 +37,7 @@ def test_a_list_keeps_the_users_spelling_where_it_has_capitals() -> None:
 def test_restored_finals_keep_a_listed_words_casing(toy_lm: WordLM) -> None:
     """The restorer has not seen "Pemberton" and writes it lower case; the list's spelling wins in the final
     (its mark kept), and a word written all lower case in the list is left to the restorer."""
-    from asr.restore.restorer import bundled_restorer, load_restorer
+    from asr.text.restore.restorer import bundled_restorer, load_restorer
     if bundled_restorer() is None:
         pytest.skip("no restorer is bundled")
     plain = "YESTERDAY I MET JESSICA PEMBERTON AND HER IPHONE"

@@ -12,11 +12,11 @@ from asr import cli, evaluate, stream, transcribe
 from asr.decoding.beam import BeamConfig, LMError, WordLM, arpa_words
 from asr.decoding.ctc import greedy_decode, word_times
 from asr.decoding.decoder import Decoder
-from asr.endpoint import EndpointConfig, Segmenter
+from asr.decoding.endpoint import EndpointConfig, Segmenter
 from asr.pretrained import default_lm_path
-from asr.tokenizer import Tokenizer
-from asr.tools import lm, tune_lm
-from asr.tools.lm import build_arpa
+from asr.text.tokenizer import Tokenizer
+from asr.training import lm, tune_lm
+from asr.training.lm import build_arpa
 from helpers import emissions
 
 CORPUS = ["THE CAT SAT", "THE CAT RAN", "THE DOG SAT", "A DOG RAN HOME", "THE CAT SAT HOME", "A CAT"]
@@ -235,7 +235,7 @@ def test_tune_lm_cli(tmp_path: Path, capsys, speech_wav: Path, model_path: Path)
     assert out[-1].startswith("best: --lm ")
     assert tune_lm.main([*args[:-1], str(tmp_path / "missing.arpa")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("asr.tools.tune_lm: error:") and "missing.arpa" in err[0]
+    assert len(err) == 1 and err[0].startswith("asr.training.tune_lm: error:") and "missing.arpa" in err[0]
 
 
 def test_the_lexicon_is_the_lms_most_probable_words(tmp_path: Path) -> None:

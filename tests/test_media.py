@@ -1,4 +1,4 @@
-"""Media through PyAV (asr.media): m4a, mp4 (with a video stream), webm and standard input (`-`) read like
+"""Media through PyAV (asr.audio.media): m4a, mp4 (with a video stream), webm and standard input (`-`) read like
 the flac they were made from, in load_audio and in every tool; a video-only or garbage file is one error line.
 
 The media are encoded here from the speechocean example. (The synthetic example is not used: lossy coding
@@ -16,8 +16,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from asr import evaluate, media, transcribe
-from asr.audio import AudioError, audio_duration, load_audio
+from asr import evaluate, transcribe
+from asr.audio import AudioError
+from asr.audio import media
+from asr.audio.files import audio_duration, load_audio
 from helpers import ROOT
 from media_files import encode
 
@@ -107,7 +109,7 @@ def test_stream_reads_stdin(folder: Path, texts: dict[str, str]) -> None:
 
 def test_stdin_is_decoded_as_it_arrives(folder: Path) -> None:
     """The first samples come out while the writer still holds the pipe open (not after reading it all)."""
-    reader = subprocess.Popen([sys.executable, "-c", "from asr.audio import read_blocks\n"
+    reader = subprocess.Popen([sys.executable, "-c", "from asr.audio.files import read_blocks\n"
                                "for block in read_blocks('-'): print(block.size, flush=True)"],
                               cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=ENV)
     timer = threading.Timer(60, reader.kill)  # a reader that waits for the end would hang the test

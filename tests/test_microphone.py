@@ -18,7 +18,7 @@ import jiwer
 import pytest
 
 from asr.pretrained import default_model_path
-from asr.text import normalize
+from asr.text.normalize import normalize
 from conftest import run_module
 
 sys.path.insert(0, str(Path(__file__).parent / "alsa"))

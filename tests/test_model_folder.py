@@ -10,10 +10,10 @@ import pytest
 
 import asr
 from asr import cli
-from asr.model.backend import ModelError, installed
+from asr.model.errors import ModelError, installed
 from asr.model.folder import folder_lm, model_folder
 from asr.model.loader import load_model
-from asr.tools.lm import build_arpa
+from asr.training.lm import build_arpa
 from conftest import run_module
 
 

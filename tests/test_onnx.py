@@ -13,7 +13,7 @@ from asr.model.export import export_onnx
 from asr.model.loader import load_model
 from asr.model.onnx_backend import OnnxModelError, load_onnx
 from asr.model.torch_backend import TorchModel
-from asr.tokenizer import Tokenizer
+from asr.text.tokenizer import Tokenizer
 from helpers import ROOT, tiny_encoder
 
 FRAMES_PER_MS = 0.1  # one log-mel frame every 10 ms

@@ -75,7 +75,7 @@ def test_the_default_backend_follows_the_model(tmp_path, monkeypatch):
     """The bundled model runs on its shipped export where onnxruntime is installed; a .safetensors file
     needs torch; an exported folder or graph needs onnxruntime; without onnxruntime, torch."""
     from asr.model.backend import default_backend
-    from asr.recognizer import Recognizer
+    from asr.model.recognizer import Recognizer
     assert default_backend() == "onnx"
     assert Recognizer.load().info["onnx"]["graph"] == "encoder.onnx"  # the fp32 graph, not int8
     assert default_backend(tmp_path / "model.safetensors") == "torch"
@@ -129,7 +129,7 @@ def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
     assert pip.returncode == 0, pip.stdout + pip.stderr
     probe = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)
     assert probe.returncode != 0 and "No module named 'torch'" in probe.stderr  # the training stack is not there
-    m4a = tmp_path / "speechocean.m4a"  # AAC, as a phone records it: read through PyAV (asr.media)
+    m4a = tmp_path / "speechocean.m4a"  # AAC, as a phone records it: read through PyAV (asr.audio.media)
     ok(subprocess.run([python, str(ROOT / "tests" / "media_files.py"), str(ROOT / EXAMPLES[0]), str(m4a)],
                       capture_output=True, text=True, env=ENV, timeout=120))
     audio = [str(ROOT / p) for p in EXAMPLES] + [str(m4a)]

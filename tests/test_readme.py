@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import re
 
-from asr.audio import load_audio, resample
+from asr.audio.files import load_audio
+from asr.audio.resample import resample
 from helpers import ROOT
 
 AUDIO = ROOT / "asr" / "examples" / "synthetic_slt.flac"

@@ -12,17 +12,19 @@ import numpy as np
 import pytest
 
 from asr import evaluate, stream, transcribe
-from asr.audio import load_audio, rechunk
+from asr.audio.chunks import rechunk
+from asr.audio.files import load_audio
 from asr.decoding.decoder import Decoder
-from asr.endpoint import emissions
-from asr.recognizer import Recognizer
-from asr.restore.align import align, carry_labels
-from asr.restore.labels import (CAPITAL, COMMA, EXCLAIM, LOWER, NO_PAUSE, NONE, PERIOD, QUESTION, START, UPPER, baseline,
-                                labelled, pause_ids, render, word_pauses)
-from asr.restore.metrics import score_baseline, score_restorer
-from asr.restore.noise import Confusions, Pauses, corrupt
-from asr.restore.restorer import FORMAT, RestorerError, load_restorer
+from asr.decoding.endpoint import emissions
+from asr.model.recognizer import Recognizer
+from asr.text.restore.align import align, carry_labels
+from asr.text.restore.labels import (CAPITAL, COMMA, EXCLAIM, LOWER, NO_PAUSE, NONE, PERIOD, QUESTION, START, UPPER,
+                                     baseline, labelled, pause_ids, render, word_pauses)
 from asr.server.recognition import Recognition
+from asr.text.restore.format import FORMAT, RestorerError
+from asr.text.restore.metrics import score_baseline, score_restorer
+from asr.text.restore.noise import Confusions, Pauses, corrupt
+from asr.text.restore.restorer import load_restorer
 
 ROOT = Path(__file__).resolve().parent.parent
 KNOWN = ["Where are you going?", "What is your name?", "Are you coming with us?", "My name is John.",
@@ -136,7 +138,7 @@ def test_onnx_and_torch_restorers_agree(toy_run: Path) -> None:
 
 
 def test_a_restorer_without_pauses_still_loads_and_ignores_them(tmp_path: Path) -> None:
-    from asr.restore.model import RestorerConfig, RestorerNet, export_onnx, save_restorer
+    from asr.text.restore.model import RestorerConfig, RestorerNet, export_onnx, save_restorer
     net = RestorerNet(RestorerConfig(vocab_size=10, dim=4, hidden=4, layers=1)).eval()  # pause_buckets 0: format v1
     vocab = ["<pad>", "<unk>"] + "WHERE ARE YOU GOING A B C D".split()
     save_restorer(tmp_path / "r.safetensors", net, vocab)

@@ -15,10 +15,12 @@ import pytest
 import soundfile as sf
 from websockets.asyncio.client import connect
 
-from asr.audio import SAMPLE_RATE, rechunk, read_blocks
+from asr.audio import SAMPLE_RATE
+from asr.audio.chunks import rechunk
+from asr.audio.files import read_blocks
 from asr.decoding.decoder import Decoder
-from asr.endpoint import emissions
-from asr.recognizer import Recognizer
+from asr.decoding.endpoint import emissions
+from asr.model.recognizer import Recognizer
 from asr.server.app import App, Limits, start
 from asr.server.engine import Engine
 from asr.server.recognition import Recognition

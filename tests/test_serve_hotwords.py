@@ -13,8 +13,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from asr.decoding.decoder import Decoder
+from asr.model.recognizer import Recognizer
 from asr.pretrained import default_lm_path, default_model_path
-from asr.recognizer import Recognizer
 from asr.server.app import Limits
 from asr.server.protocol import ProtocolError, Start, parse_text
 from asr.server.recognition import Recognition

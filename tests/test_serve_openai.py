@@ -17,10 +17,10 @@ import pytest
 
 from asr.api import Transcriber
 from asr.decoding.hotwords import parse_hotwords
-from asr.outputs import Transcript
 from asr.server.app import Limits
 from asr.server.recognition import Recognition
 from asr.server.uploads import GIVE_WAY_S, Abandoned, UploadJob
+from asr.text.formats import Transcript
 from test_serve import (EXAMPLES, ROOT, ServerThread, decoder, long_audio, pcm, recognizer,  # noqa: F401 (fixtures)
                         transcribe, without_compute)
 

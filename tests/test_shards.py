@@ -1,4 +1,4 @@
-"""The sharded job's folder (asr/shards.py) and `asr.transcribe --ray`'s checks, without Ray: fixed shards,
+"""The sharded job's folder (asr/batch/shards.py) and `asr.transcribe --ray`'s checks, without Ray: fixed shards,
 job records that refuse another job, atomic shard files, and one error line for what cannot run."""
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from asr import distributed, transcribe
-from asr.shards import JOB_FILE, Job, JobError, text_options
+from asr import transcribe
+from asr.batch import cluster
+from asr.batch.shards import JOB_FILE, Job, JobError, text_options
 from helpers import ROOT
 
 EXAMPLE = str(ROOT / "asr" / "examples" / "synthetic_slt.flac")
@@ -78,7 +79,7 @@ def test_only_text_changing_options_make_the_job() -> None:
     (["--ray", "ray://head:10001", "a.wav"], ["--ray", "ray://head:10001", "a.wav"]),
 ])
 def test_ray_address_is_optional(argv: list[str], expected: list[str]) -> None:
-    assert distributed.address_flag(argv) == expected
+    assert cluster.address_flag(argv) == expected
     args = transcribe._parser().parse_args(expected)
     assert args.inputs == [a for a in expected if a.endswith((".wav", ".jsonl"))] and args.ray
 

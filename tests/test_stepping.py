@@ -1,4 +1,4 @@
-"""Finals as soon as the audio holds their endpoint (asr.stepping): the same events as whole chunks but for
+"""Finals as soon as the audio holds their endpoint (asr.decoding.stepping): the same events as whole chunks but for
 the finals' times, and the same plan whether the audio comes as a file's chunks or a client's messages."""
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from asr.audio import SAMPLE_RATE, rechunk
+from asr.audio import SAMPLE_RATE
+from asr.audio.chunks import rechunk
 from asr.decoding.decoder import Decoder
-from asr.endpoint import EndpointConfig, emissions
-from asr.recognizer import Recognizer
-from asr.stepping import GRID, Stepper
+from asr.decoding.endpoint import EndpointConfig, emissions
+from asr.decoding.stepping import GRID, Stepper
+from asr.model.recognizer import Recognizer
 from test_stream_cli import FRAME, ScriptedRecognizer, script
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "asr" / "examples"

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from asr import stream
-from asr.audio import rechunk
-from asr.server.session import AudioBuffer
+from asr.audio.chunks import rechunk
 from asr.decoding.ctc import Token
 from asr.decoding.decoder import Decoder
-from asr.endpoint import EndpointConfig, Segmenter, emissions, end_frame
-from asr.recognizer import Recognizer, StreamState
-from asr.tokenizer import Tokenizer
+from asr.decoding.endpoint import EndpointConfig, Segmenter, emissions, end_frame
+from asr.model.recognizer import Recognizer, StreamState
+from asr.server.session import AudioBuffer
+from asr.text.tokenizer import Tokenizer
 from conftest import tone, write
 
 FRAME = 640  # samples per encoder frame (40 ms)

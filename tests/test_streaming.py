@@ -115,7 +115,7 @@ def test_step_many_batches_staggered_streams_exactly(model_path) -> None:
     """Streams that started at different times and send chunks of different lengths (different leftover
     frames, new frames and empty cache slots) go through the model in one call a pass, and each gets
     what `step` gives it alone."""
-    from asr.recognizer import Recognizer
+    from asr.model.recognizer import Recognizer
 
     recognizer = Recognizer.load(model_path)
     calls = []

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from asr.decoding.ctc import Word
-from asr.outputs import MAX_CUE_SECONDS, MAX_LINE_CHARS, MIN_CUE_SECONDS, Segment, Transcript, cues
-from asr.text import normalize
+from asr.text.formats import MAX_CUE_SECONDS, MAX_LINE_CHARS, MIN_CUE_SECONDS, Segment, Transcript, cues
+from asr.text.normalize import normalize
 
 
 def segment(text: str, start: float, plain: str | None = None, word_seconds: float = 0.3,

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asr
-from asr.audio import read_blocks, rechunk
-from asr.endpoint import EndpointConfig, Segmenter
+from asr.audio.chunks import rechunk
+from asr.audio.files import read_blocks
+from asr.decoding.endpoint import EndpointConfig, Segmenter
 from asr.server.supervisor import claim_port, hold_port
 from conftest import run_module
 from test_onnx_runtime import NO_TORCH

@@ -16,7 +16,7 @@ if not all(shutil.which(b) for b in ("espeak-ng", "flite", "sox")):
     pytest.skip("espeak-ng, flite or sox is not installed", allow_module_level=True)
 
 sys.path.insert(0, str(ROOT))
-from asr.text import normalize  # noqa: E402
+from asr.text.normalize import normalize  # noqa: E402
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",

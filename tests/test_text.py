@@ -1,8 +1,8 @@
 """The normaliser and the tokenizers."""
 import pytest
 
-from asr.text import normalize, number_to_words
-from asr.tokenizer import BLANK, Tokenizer
+from asr.text.normalize import normalize, number_to_words
+from asr.text.tokenizer import BLANK, Tokenizer
 
 
 @pytest.mark.parametrize("raw, expected", [

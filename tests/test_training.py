@@ -10,15 +10,15 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from asr.audio import load_audio
-from asr.tokenizer import Tokenizer
-from asr.training.config import OptimConfig
-from asr.training.data import load_sources
+from asr.audio.files import load_audio
+from asr.decoding.decoder import Decoder
 from asr.model.config import EncoderConfig
 from asr.model.loader import load_model, random_model, save_model
-from asr.decoding.decoder import Decoder
+from asr.model.recognizer import Recognizer
 from asr.model.torch_backend import load_torch
-from asr.recognizer import Recognizer
+from asr.text.tokenizer import Tokenizer
+from asr.training.config import OptimConfig
+from asr.training.data import load_sources
 from asr.training.train import export_checkpoint, module_from_model, new_module, train
 from helpers import CONF, ROOT, SPEECHOCEAN, small_manifest
 

@@ -10,11 +10,12 @@ import pytest
 import numpy as np
 import soundfile as sf
 
-from asr import audio, stream, transcribe
-from asr.audio import load_audio
-from asr.manifest import write_manifest
+from asr import stream, transcribe
+from asr.audio.files import load_audio, read_blocks
+from asr.audio.resample import resample
+from asr.corpus.manifest import write_manifest
 from asr.pretrained import default_model_path
-from asr.text import normalize
+from asr.text.normalize import normalize
 from conftest import tone, write
 
 
@@ -22,10 +23,10 @@ from conftest import tone, write
                                                    (22050, 1, None), (16000, 2, "PCM_24")])
 def test_block_reader_equals_whole_file_load(tmp_path: Path, rate: int, channels: int, subtype: str | None) -> None:
     path = write(tmp_path / "x.wav", tone(3.3, rate, channels=channels), rate, subtype)
-    blocks = list(audio.read_blocks(path, block_frames=4093))  # many odd-sized blocks
+    blocks = list(read_blocks(path, block_frames=4093))  # many odd-sized blocks
     samples, file_rate = sf.read(str(path), dtype="float32")
     mono = samples.mean(axis=1) if samples.ndim == 2 else samples
-    streamed, whole = np.concatenate(blocks), audio.resample(mono, file_rate)  # the whole file resampled at once
+    streamed, whole = np.concatenate(blocks), resample(mono, file_rate)  # the whole file resampled at once
     assert streamed.shape == whole.shape
     assert np.abs(streamed - whole).max() < 1e-5
 

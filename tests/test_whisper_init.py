@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 import torchaudio
 
-from asr.audio import load_audio
+from asr.audio.files import load_audio
 from asr.features import Fbank, FbankConfig, stream_fbank
 from asr.model.config import EncoderConfig
 from asr.model.encoder import Encoder
@@ -152,8 +152,8 @@ def test_a_whisper_initialised_lookahead_model_trains_and_streams_exactly(tmp_pa
     """init_from_whisper with model.chunk: a few steps on real audio; the exported model keeps Whisper's
     front end and its chunk, and the recognizer streams it exactly as it runs it whole."""
     from asr.model.loader import load_model
+    from asr.model.recognizer import Recognizer
     from asr.model.torch_backend import load_torch
-    from asr.recognizer import Recognizer
     from asr.training.train import train
     from test_training import config
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from asr.decoding.decoder import Decoder
-from asr.tokenizer import Tokenizer
 from asr.server.protocol import INVALID, ProtocolError, Start, parse_text
-from asr.written import WrittenForm
+from asr.text.tokenizer import Tokenizer
+from asr.text.written import WrittenForm
 
 WRITTEN = WrittenForm()
 

@@ -1,7 +1,7 @@
 """Media files and pipes through PyAV (ffmpeg's demuxers and decoders): m4a, mp4, webm, mkv, video files...
 
 The first audio stream is decoded (video streams are skipped) to float32 and mixed to mono at its own
-rate; asr.audio resamples it to 16 kHz. asr.audio imports this module (and so `av`) only when a file
+rate; asr.audio.files resamples it to 16 kHz, and imports this module (and so `av`) only when a file
 is not one that soundfile reads, or for standard input.
 """
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import BinaryIO, Iterator
 import av
 import numpy as np
 
-from asr.audio import STDIN_NAME, AudioError, _first_line
-from asr.interrupt import STOP
+from asr.audio import STDIN_NAME, AudioError, first_line
+from asr.audio.interrupt import STOP
 
 
 class _Pipe:
     """A non-seekable reader that returns what has arrived (at most `size` bytes) rather than
-    waiting for `size` bytes, so decoding keeps pace with a live pipe. Ctrl-C in a tool (asr.interrupt) is
+    waiting for `size` bytes, so decoding keeps pace with a live pipe. Ctrl-C in a tool (asr.audio.interrupt) is
     the end of the input: the bytes already in the pipe then are read, nothing after them. PyAV would swallow
     an exception raised in its read callback, so a KeyboardInterrupt is kept here (`interrupted`) and raised
     again once PyAV has returned."""
@@ -70,7 +70,7 @@ def _waiting_bytes(fd: int | None) -> int:
 
 def _reason(err: Exception) -> str:
     """ffmpeg's own words without the file name that PyAV appends."""
-    return getattr(err, "strerror", None) or _first_line(err)
+    return getattr(err, "strerror", None) or first_line(err)
 
 
 def _open(source: Path | BinaryIO, name: str) -> tuple[av.container.InputContainer, av.audio.stream.AudioStream]:

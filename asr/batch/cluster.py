@@ -1,7 +1,7 @@
 """Transcription across a Ray cluster: `python -m asr.transcribe --ray [ADDRESS] INPUTS --output-dir DIR`.
 
 The inputs (audio files, folders, JSON Lines manifests, as `asr.transcribe` takes them) are cut into fixed
-shards of --shard-rows files (asr/shards.py). The shards not yet written go through Ray Data's batch
+shards of --shard-rows files (asr/batch/shards.py). The shards not yet written go through Ray Data's batch
 inference: `map_batches` over a pool of recognizer actors, each loading the model once (--cores-per-worker
 CPUs and recognizer threads each, or one GPU with --device cuda), one shard per call. This process writes
 each shard's result file as it comes back, so a job that is stopped and started again skips the finished
@@ -28,10 +28,11 @@ import numpy as np
 from asr import cli
 from asr.api import Transcriber
 from asr.audio import AudioError
+from asr.batch.files import transcribed
+from asr.batch.shards import Job, JobError, text_options
 from asr.decoding.beam import LMError
-from asr.model.backend import ModelError
-from asr.outputs import Transcript
-from asr.shards import Job, JobError, text_options
+from asr.model.errors import ModelError
+from asr.text.formats import Transcript
 
 RAY_MISSING = "--ray needs Ray, which is not installed: pip install 'asr[ray]'"
 ADDRESS = re.compile(r"local|auto|ray://\S+|[\w.\-]+:\d+")  # what may follow --ray (else it is an input)
@@ -70,9 +71,9 @@ def address_flag(argv: Sequence[str]) -> list[str]:
 def transcribe_files(transcriber: Transcriber, paths: list[str],
                      args: argparse.Namespace) -> list[Transcript | Exception]:
     """Each file's Transcript, or the AudioError that stopped it, as plain `asr.transcribe` decodes them
-    (`cli.transcribed`: side by side in padded batches unless --batch-seconds 0): the one place a job calls
-    the recognizer."""
-    return [result for _, result in cli.transcribed(transcriber, paths, args, lambda seconds: None)]
+    (`asr.batch.files.transcribed`: side by side in padded batches unless --batch-seconds 0): the one place a job
+    calls the recognizer."""
+    return [result for _, result in transcribed(transcriber, paths, args, lambda seconds: None)]
 
 
 def result_line(row: int, audio: str, result: Transcript | Exception) -> str:

@@ -1,6 +1,6 @@
 """Batched whole-file transcription: many files' encoder steps in one padded batch, the same decoding per file.
 
-    from asr.batch import transcribe_batched
+    from asr.batch.padded import transcribe_batched
     for source, result in transcribe_batched(model, ["a.wav", "b.m4a"], batch_seconds=32):
         print(source, result.text if not isinstance(result, Exception) else f"failed: {result}")
 
@@ -10,7 +10,7 @@ one backend call over padded rows (`Recognizer.step_many`, at most `batch_second
 streaming state carried from window to window, so memory stays bounded however long a file is; a file's last
 window takes the tail of silence with it (`final`: what `Recognizer.finish` steps), so it costs no call of its
 own. When a file ends, its row goes to the next file. Each window's log-probs go into that file's own
-`Segmenter` (`asr.endpoint`), exactly as the streaming path feeds it, on one decoding thread beside the
+`Segmenter` (`asr.decoding.endpoint`), exactly as the streaming path feeds it, on one decoding thread beside the
 encoder: the same endpoints, the same search (greedy, or beam + word LM with hotwords) and the same restored
 finals, so the text equals the per-file text file by file. The windowed-causal encoder gives the same log-probs
 whatever the steps (tests/test_batch.py checks the text).
@@ -26,10 +26,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol, Sequence
 
 import numpy as np
 
-from asr.audio import SAMPLE_RATE, AudioError, audio_duration, read_blocks, rechunk, resample
-from asr.endpoint import Segmenter
-from asr.outputs import Segment, Transcript
-from asr.recognizer import Recognizer, StreamState
+from asr.audio import SAMPLE_RATE, AudioError
+from asr.audio.chunks import rechunk
+from asr.audio.files import audio_duration, read_blocks
+from asr.audio.resample import resample
+from asr.decoding.endpoint import Segmenter
+from asr.model.recognizer import Recognizer, StreamState
+from asr.text.formats import Segment, Transcript
 
 if TYPE_CHECKING:
     from asr.api import Transcriber

@@ -3,7 +3,7 @@
 
 One process steps one padded batch at a time on one core; a machine with more cores runs N of them. The
 files are sorted by length, longest first, and cut into groups of GROUP_FILES, which N worker processes take in
-turn and transcribe batched (`asr.batch`); the results come back in input order as soon as every earlier file
+turn and transcribe batched (`asr.batch.padded`); the results come back in input order as soon as every earlier file
 is done. The workers are forked from the process that loaded the model, sharing its pages, where that is safe
 (one-thread onnxruntime sessions, no torch: OpenMP and onnxruntime thread pools do not survive a fork);
 otherwise they are spawned and each loads the model itself, as the options describe. Text equals the one-process path:
@@ -11,7 +11,7 @@ each file is decoded alone whichever group it lands in. A worker decodes inline,
 every core running a worker, a decoding thread beside the encoder only contends for the GIL (measured on 2 cores,
 2026-11-29, the 500 dev utterances with the beam search: 9.9-10.1 CPU-seconds against 10.2-10.6, 5.3-5.4 s
 against 5.4-5.6 s).
-Many machines: `--ray` (asr.distributed).
+Many machines: `--ray` (asr.batch.cluster).
 """
 from __future__ import annotations
 
@@ -22,11 +22,13 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
+from asr import cli
 from asr.api import Transcriber
-from asr.audio import AudioError, audio_duration
-from asr.batch import transcribe_batched
-from asr.interrupt import ignore_in_worker
-from asr.outputs import Transcript
+from asr.audio import AudioError
+from asr.audio.files import audio_duration
+from asr.audio.interrupt import ignore_in_worker
+from asr.batch.padded import transcribe_batched
+from asr.text.formats import Transcript
 
 GROUP_FILES = 32  # files a worker takes at a time: enough to fill its batches, small enough to share the work
 _model: Transcriber | None = None  # the worker process's Transcriber
@@ -49,7 +51,6 @@ def _start(args: argparse.Namespace) -> None:
     """A worker's start: the model, loaded once (an error is kept for its first group: a pool initializer
     that raises would be restarted forever)."""
     global _model, _args, _failed
-    from asr import cli  # noqa: PLC0415 (asr.cli imports this module)
     ignore_in_worker()
     try:
         _model, _args = cli.load_transcriber(args), args
@@ -82,7 +83,7 @@ def transcribe_in_processes(model: Transcriber, args: argparse.Namespace, files:
                             progress: Callable[[float], None] | None = None, seconds: list[float] | None = None
                             ) -> Iterator[tuple[Path, Transcript | AudioError]]:
     """(file, its Transcript or AudioError) in input order, from `jobs` worker processes (`in_processes` with
-    `asr.batch.transcribe_batched`)."""
+    `asr.batch.padded.transcribe_batched`)."""
     return in_processes(model, args, files, jobs, transcribe_batched, progress, seconds)
 
 
@@ -91,8 +92,8 @@ def in_processes(model: Transcriber, args: argparse.Namespace, files: list[Path]
                  ) -> Iterator[tuple[Path, Any]]:
     """(file, its result or AudioError) in input order, from `jobs` worker processes (forked with `model`
     where `forks_safely`, else spawned to load their own), each group of files given to `work` (a module-level
-    function, so that a spawned worker can find it: `asr.batch.transcribe_batched`'s signature, which it is for
-    asr.transcribe; `asr.evaluate.texts_batched` for asr.evaluate). `progress` is called with each group's
+    function, so that a spawned worker can find it: `asr.batch.padded.transcribe_batched`'s signature, which it is for
+    asr.transcribe; `asr.corpus.evaluation.texts_batched` for asr.evaluate). `progress` is called with each group's
     seconds of audio as it finishes; `seconds`: the files' durations where known (the others are read from
     their headers here). Standard input cannot be shared: ValueError. A spawned worker that cannot load the
     model: StartError, before any result."""

@@ -9,7 +9,7 @@
 Shards are fixed slices of the input list, so the same inputs always make the same shards. Each shard file
 appears whole or not at all (written to a temp file, then renamed), so a rerun of the same job skips the
 shards it finds and does only the rest, and a rerun with other inputs or options into the same folder is
-refused. This module needs no Ray: asr/distributed.py runs the job.
+refused. This module needs no Ray: asr/batch/cluster.py runs the job.
 """
 from __future__ import annotations
 

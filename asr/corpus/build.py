@@ -1,18 +1,8 @@
-"""Build a manifest from your own recordings (run as `python -m asr.manifest`).
+"""A manifest from your own recordings: a folder of audio files with transcripts beside them, or a CSV/TSV
+table of audio paths and text (`python -m asr.manifest`, whose help says how each is read).
 
-    python -m asr.manifest FOLDER --out train.jsonl
-    python -m asr.manifest --table validated.tsv --out train.jsonl [--audio-root DIR]
-                           [--path-column path] [--text-column sentence] [--speaker-column client_id]
-
-FOLDER: audio files found recursively, each with its transcript beside it in STEM.txt or STEM.lab
-(plain text, any case and punctuation); the first folder under FOLDER names the speaker.
---table: a CSV (.csv) or TSV (.tsv) file with a header row: a column of audio paths (relative to
---audio-root, default the table's folder, or its clips/ folder as in Common Voice) and one of text;
-by default the first of path/audio/file and of sentence/text/transcript, and client_id or speaker
-as the speaker. The manifest gets `audio` relative to its own folder, `duration` from each file's
-header, `text` as written, and `speaker`. Unreadable audio, audio without a transcript, empty
-transcripts and transcripts without audio are reported on stderr, one line each, then a summary;
-the exit status is 1 when no utterance is usable.
+Each usable utterance becomes a row (`manifest_row`); what could not be used is reported on stderr, one line
+each, and counted in the `Report`.
 """
 from __future__ import annotations
 
@@ -21,10 +11,10 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from asr import cli, interrupt
-from asr.audio import AUDIO_SUFFIXES, AudioError, audio_duration
-from asr.manifest import relative_audio, write_manifest
-from asr.text import normalize
+from asr.audio import AudioError
+from asr.audio.files import AUDIO_SUFFIXES, audio_duration
+from asr.corpus.manifest import relative_audio
+from asr.text.normalize import normalize
 
 TOOL = "manifest"
 TRANSCRIPT_SUFFIXES = (".txt", ".lab")  # tried in this order beside each audio file
@@ -167,46 +157,3 @@ def table_rows(table: Path, out_dir: Path, report: Report, audio_root: Path | No
         if (row := manifest_row(audio_root / path, text, speaker, out_dir, report, table_row=where)):
             rows.append(row)
     return rows
-
-
-@interrupt.handled("manifest")
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.new_parser("asr.manifest", __doc__)
-    parser.add_argument("folder", nargs="?", type=Path, help="a folder of audio files with transcripts beside them")
-    parser.add_argument("--table", type=Path, help="a CSV or TSV file of audio paths and text instead of a folder")
-    parser.add_argument("--out", type=Path, required=True, help="the manifest to write (JSON Lines)")
-    parser.add_argument("--audio-root", type=Path,
-                        help="--table: the folder its paths are relative to (default: the table's, or its clips/)")
-    parser.add_argument("--path-column", help=f"--table: the audio paths' column (default: {'/'.join(PATH_COLUMNS)})")
-    parser.add_argument("--text-column", help=f"--table: the text's column (default: {'/'.join(TEXT_COLUMNS)})")
-    parser.add_argument("--speaker-column",
-                        help=f"--table: the speakers' column (default: {'/'.join(SPEAKER_COLUMNS)} if there is one)")
-    args = parser.parse_args(argv)
-    table_options = [args.audio_root, args.path_column, args.text_column, args.speaker_column]
-    if (args.folder is None) == (args.table is None):
-        cli.error(TOOL, "give a FOLDER or --table FILE (one of them)")
-        return 2
-    if args.folder is not None and any(option is not None for option in table_options):
-        cli.error(TOOL, "--audio-root and the --*-column options go with --table, not a FOLDER")
-        return 2
-    report, out_dir = Report(), args.out.parent
-    try:
-        if args.folder is not None:
-            rows = folder_rows(args.folder, out_dir, report)
-        else:
-            rows = table_rows(args.table, out_dir, report, args.audio_root, args.path_column, args.text_column,
-                              args.speaker_column)
-    except BuildError as err:
-        cli.error(TOOL, err)
-        return 1
-    if not rows:
-        cli.error(TOOL, f"no usable utterance in {args.folder or args.table}; {args.out} not written")
-        return 1
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        write_manifest(args.out, rows)
-    except OSError as err:
-        cli.error(TOOL, f"{args.out}: cannot write ({err.strerror or err})")
-        return 1
-    print(report.summary(args.out, rows), file=sys.stderr)
-    return 0

@@ -8,7 +8,7 @@ reader normalises it (`asr.text.normalize`). `duration` (seconds) may be left ou
 `speaker` and `split` are optional. docs/corpus.md describes the format for users.
 
 `python -m asr.manifest` builds one from a folder of audio files with transcripts beside them, or from a
-CSV/TSV table of paths and text (asr/corpus.py).
+CSV/TSV table of paths and text (asr/corpus/build.py).
 """
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ import json
 import logging
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from asr.audio import AudioError, audio_duration
+from asr.audio import AudioError
+from asr.audio.files import audio_duration
 
 log = logging.getLogger("asr.manifest")
 
@@ -123,13 +123,3 @@ def relative_audio(audio: Path, out_dir: Path) -> str:
         return os.path.relpath(audio.resolve(), out_dir.resolve())
     except ValueError:
         return str(audio.resolve())
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m asr.manifest`: build a manifest (asr/corpus.py)."""
-    from asr.corpus import main as build  # noqa: PLC0415 (it builds on this module)
-    return build(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -31,7 +31,7 @@ from flashlight.lib.text.dictionary import Dictionary
 
 from asr.decoding.biasing import Biasing, BiasingCache
 from asr.decoding.ctc import GreedySearch, Token
-from asr.tokenizer import BLANK, Tokenizer
+from asr.text.tokenizer import BLANK, Tokenizer
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"  # the ARPA format's sentence marks and unknown word
 _IMPOSSIBLE = -1.0e4  # a log-probability no path survives (flashlight wants finite scores)
@@ -45,7 +45,7 @@ class LMError(ValueError):
 class BeamConfig:
     beam_size: int = 128  # hypotheses kept per frame
     lm_weight: float = 2.0  # weight and word score tuned on speechocean762 dev for the bundled model and LM
-    word_score: float = 0.0  # (python -m asr.tools.tune_lm, 2026-11-27: 48.73% WER; 49.04 at 2.5 / 0)
+    word_score: float = 0.0  # (python -m asr.training.tune_lm, 2026-11-27: 48.73% WER; 49.04 at 2.5 / 0)
     lexicon_words: int | None = 20000  # the LM's most probable words that the search may output (None: all).
     # On speechocean762 dev (2026-11-25) 10k, 20k and 30k of the bundled LM's 39657 words all gave 54.19% WER
     # against 54.23% for all of them; the lexicon's trie is most of the search's memory, so 20k halves it.

@@ -15,18 +15,39 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from flashlight.lib.text.decoder import LM, LMState
 
 from asr.decoding.hotwords import Hotword
+from asr.text.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
-    from flashlight.lib.text.decoder import Trie
-
-    from asr.decoding.beam import WordLM
+    from flashlight.lib.text.decoder import Dictionary, Trie
 
 CACHED_LISTS = 4  # hotword lists whose tries stay built (a server's connections often share one)
+
+
+class Weighted(Protocol):
+    """The one search setting a hotword list reads (of `asr.decoding.beam.BeamConfig`)."""
+
+    lm_weight: float  # the word LM's weight in the search score
+
+
+class LexiconLM(Protocol):
+    """What a hotword list is compiled against: `asr.decoding.beam.WordLM` (which holds a `BiasingCache`, so
+    this module names only what it reads of one)."""
+
+    lm: LM  # the KenLM model
+    unk: int  # its unknown word's index
+    cfg: Weighted
+    words: Dictionary  # the LM's words -> indices
+    units: Dictionary  # the model's units -> ids
+    tokenizer: Tokenizer
+    trie: Trie  # the lexicon's
+
+    def build_trie(self, extra: list[tuple[list[int], int, float]]) -> Trie:
+        """The lexicon trie plus `extra` entries (unit ids, word label, score)."""
 
 
 class PhraseNode:
@@ -44,7 +65,7 @@ class PhraseNode:
 class Biasing:
     """One hotword list, compiled for one `WordLM`: its trie, its phrase trie and its word labels."""
 
-    def __init__(self, lm: "WordLM", hotwords: list[Hotword]):
+    def __init__(self, lm: LexiconLM, hotwords: list[Hotword]):
         self.ken, self.unk = lm.lm, lm.unk
         if lm.cfg.lm_weight <= 0:
             raise ValueError("hotwords need a word LM weight > 0 (--lm-weight)")
@@ -137,7 +158,7 @@ class HotwordLM(LM):
 class BiasingCache:
     """A `WordLM`'s compiled hotword lists, the most recently used `CACHED_LISTS` of them."""
 
-    def __init__(self, lm: "WordLM"):
+    def __init__(self, lm: LexiconLM):
         self.lm = lm
         self.lists: OrderedDict[tuple[Hotword, ...], Biasing] = OrderedDict()
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from asr.decoding.ctc import Token, word_groups
-from asr.tokenizer import Tokenizer
+from asr.text.tokenizer import Tokenizer
 
 SPAN = 4  # frames after a unit's first frame in which its CTC spike is looked for
 TEMPERATURE = 2.0  # in the search's score units (natural log, LM-weighted)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asr.tokenizer import BLANK, Tokenizer
+from asr.text.tokenizer import BLANK, Tokenizer
 
 
 @dataclass

@@ -25,11 +25,11 @@ from asr.decoding.confidence import Alternative, word_confidences
 from asr.decoding.ctc import GreedySearch, Token, Word, word_times
 from asr.decoding.hotwords import Hotword
 from asr.pretrained import default_lm_path
-from asr.restore.labels import word_pauses
-from asr.restore.restorer import Restorer, bundled_restorer, load_restorer
-from asr.tokenizer import Tokenizer
-from asr.written import WrittenForm
-from asr.written import available as written_available
+from asr.text.restore.labels import word_pauses
+from asr.text.restore.restorer import Restorer, bundled_restorer, load_restorer
+from asr.text.tokenizer import Tokenizer
+from asr.text.written import WrittenForm
+from asr.text.written import available as written_available
 
 
 class Search(Protocol):
@@ -74,7 +74,7 @@ class Decoder:
         restorer: "bundled" (the casing and punctuation model shipped in the package, where there is one),
         a Restorer, or None (plain upper-case finals). Raises LMError for an unusable LM file (or when
         none is bundled), RestorerError for an unusable restorer. `hotword_min_confidence`: see `finish`.
-        `written`: restored finals in the written form (`asr.written`) where it is installed."""
+        `written`: restored finals in the written form (`asr.text.written`) where it is installed."""
         if lm == "bundled":
             lm = default_lm_path()
             if lm is None:

@@ -23,12 +23,13 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from asr.audio import SAMPLE_RATE, Chunker
+from asr.audio import SAMPLE_RATE
+from asr.audio.chunks import Chunker
 from asr.decoding.ctc import Token, Word, greedy_tokens, word_json
 from asr.decoding.decoder import Decoder
-from asr.recognizer import Recognizer
-from asr.stepping import Stepper
-from asr.tokenizer import BLANK
+from asr.decoding.stepping import Stepper
+from asr.model.recognizer import Recognizer
+from asr.text.tokenizer import BLANK
 
 
 @dataclass
@@ -186,7 +187,7 @@ class Segmenter:
 class Stream:
     """One live stream, pushed as its audio arrives: `push` each piece of 16 kHz float32 samples, then
     `finish` once; each returns the emissions that became due (a partial after each chunk, each final as
-    soon as the audio holds its endpoint: `asr.stepping`; `early=False`: only at the end of a chunk, which
+    soon as the audio holds its endpoint: `asr.decoding.stepping`; `early=False`: only at the end of a chunk, which
     changes nothing but the finals' `time` and `compute_ms`). Pieces are chunk boundaries as they come,
     or, with `chunk_samples`, are cut into chunks of exactly that many samples first (any piece lengths
     then give the same emissions). Memory stays bounded: a closed segment's state is dropped."""

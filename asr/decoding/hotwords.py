@@ -18,8 +18,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from asr.text import normalize
-from asr.tokenizer import Tokenizer
+from asr.text.normalize import normalize
+from asr.text.tokenizer import Tokenizer
 
 DEFAULT_BOOST = 10.0  # added to the search's score (natural-log units) for each word of a listed phrase
 MAX_BOOST = 50.0

@@ -16,21 +16,17 @@ and its own count of empty cache slots).
 """
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from asr.model.config import EncoderConfig
+from asr.model.errors import installed, needs_train_extra
 from asr.model.folder import folder_backend, model_folder, resolve
-from asr.tokenizer import Tokenizer
+from asr.text.tokenizer import Tokenizer
 
 BACKENDS = ("torch", "onnx")
-
-
-class ModelError(Exception):
-    """A model file or folder that cannot be used; the message names it and the reason."""
 
 
 class AcousticModel(Protocol):
@@ -48,21 +44,6 @@ class AcousticModel(Protocol):
         (T_i', V), next state) each, equal to `step` on each alone (to float rounding)."""
 
 
-def needs_train_extra(what: str, err: ModuleNotFoundError, instead: str = "") -> ModelError:
-    """The one-line error for `what`, which needs the `[train]` extra (PyTorch, safetensors, onnx), when importing
-    it found `err`'s module missing; `instead`: what to do without it."""
-    return ModelError(f"{what} needs the training stack (PyTorch), and the module {err.name!r} is not installed "
-                      f"here: pip install 'asr[train]'{instead}")
-
-
-def installed(module: str) -> bool:
-    """Whether `module` can be imported here (without importing it)."""
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ValueError:  # deliberately made unimportable (sys.modules[module] = None)
-        return False
-
-
 def default_backend(path: str | Path | None = None) -> str:
     """The backend for `path` when none is named: onnx for an exported folder or graph, else torch (a
     .safetensors file); a model folder's as `asr.model.folder.folder_backend` says. For the bundled model (None), onnx where onnxruntime is installed and the package
@@ -71,7 +52,7 @@ def default_backend(path: str | Path | None = None) -> str:
         return folder_backend(folder, installed("onnxruntime"))
     if path is not None:
         return "onnx" if Path(path).is_dir() or Path(path).suffix == ".onnx" else "torch"
-    from asr.model.onnx_backend import default_onnx_dir  # here: onnx_backend imports this module
+    from asr.model.onnx_backend import default_onnx_dir  # numpy only: onnxruntime loads with a graph
 
     if installed("onnxruntime") and default_onnx_dir() is not None:
         return "onnx"

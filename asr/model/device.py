@@ -52,7 +52,7 @@ def torch_device(device: str | None) -> str:
 
 def gpu_visible() -> bool:
     """Whether torch is installed and sees a CUDA GPU (imports torch only where it is installed)."""
-    from asr.model.backend import installed
+    from asr.model.errors import installed
 
     if not installed("torch"):
         return False

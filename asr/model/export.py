@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from asr.model.encoder import Encoder, EncoderState
-from asr.tokenizer import Tokenizer
+from asr.text.tokenizer import Tokenizer
 
 FORMAT = "asr-onnx-v2"
 OPSET = 17
@@ -177,6 +177,6 @@ Padding never reaches a real frame (the subsampling, attention and convolution a
 row's caches are cut at its own last real frame, so a row's results do not depend on the others.
 When no row completes an encoder frame, do not call the graph: keep the frames as leftover.
 `model.json` also holds the architecture (`config`), the model's `info` and the file names;
-`tokenizer.bin` is the tokenizer (`asr.tokenizer.Tokenizer.from_bytes`: a JSON header line, then
+`tokenizer.bin` is the tokenizer (`asr.text.tokenizer.Tokenizer.from_bytes`: a JSON header line, then
 the SentencePiece model for BPE, nothing for characters).
 """

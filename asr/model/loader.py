@@ -14,10 +14,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 
 from asr.model.encoder import Encoder, EncoderConfig
-from asr.model.backend import ModelError
+from asr.model.errors import ModelError
 from asr.model.folder import WEIGHTS, model_folder
 from asr.pretrained import default_model_path
-from asr.tokenizer import Tokenizer
+from asr.text.tokenizer import Tokenizer
 
 FORMAT = "asr-ctc-v1"
 

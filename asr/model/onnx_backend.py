@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from asr.model.backend import ModelError
 from asr.model.config import EncoderConfig, frames_out, ready_frames
+from asr.model.errors import ModelError
 from asr.pretrained import bundled
-from asr.tokenizer import Tokenizer
+from asr.text.tokenizer import Tokenizer
 
 FORMAT = "asr-onnx-v2"
 OnnxState = dict  # name -> np.ndarray, one entry per graph state input

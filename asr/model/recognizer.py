@@ -7,7 +7,7 @@
     logprobs, state = recognizer.finish(state)  # end of input: a short silence flushes the last sounds
 
 or the same loop in one call, which also times each step: `for step in recognizer.stream(chunks): ...`.
-Turning log-probs into text is `asr.decoding.Decoder`'s job; `asr.endpoint` joins the two.
+Turning log-probs into text is `asr.decoding.Decoder`'s job; `asr.decoding.endpoint` joins the two.
 
 `StreamState` carries everything explicitly: the samples not yet framed, the frames decoded so
 far, and the acoustic model's own state (subsampling leftovers, per-layer key/value and conv
@@ -22,10 +22,10 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from asr.audio import rechunk
+from asr.audio.chunks import rechunk
 from asr.features import Fbank, FbankConfig, num_frames, stream_fbank
 from asr.model.backend import AcousticModel, load_backend
-from asr.tokenizer import Tokenizer
+from asr.text.tokenizer import Tokenizer
 
 
 @dataclass

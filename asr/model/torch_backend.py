@@ -8,7 +8,7 @@ import torch
 
 from asr.model.encoder import Encoder, EncoderState
 from asr.model.loader import load_model
-from asr.tokenizer import Tokenizer
+from asr.text.tokenizer import Tokenizer
 
 
 class TorchModel:

@@ -103,7 +103,7 @@ class App:
 
     async def _page(self, request: web.Request) -> web.Response:
         name, kind = PAGES[request.path]
-        body = resources.files("asr.web").joinpath(name).read_bytes()
+        body = resources.files("asr.server.web").joinpath(name).read_bytes()
         return web.Response(body=body, headers={"Content-Type": kind, "Cache-Control": "no-store",
                                                 "X-Content-Type-Options": "nosniff"})
 

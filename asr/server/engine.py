@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from asr.endpoint import Emission
+from asr.decoding.endpoint import Emission
 from asr.server import metrics, protocol
 from asr.server.protocol import ProtocolError
 from asr.server.recognition import Recognition, Stream

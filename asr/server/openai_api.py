@@ -21,21 +21,20 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import Awaitable, Callable, Protocol
 
 from aiohttp import web
 
-from asr.audio import AUDIO_SUFFIXES, AudioError, audio_duration
+from asr.audio import AudioError
+from asr.audio.files import AUDIO_SUFFIXES, audio_duration
 from asr.decoding.decoder import Decoder
+from asr.decoding.endpoint import Emission
 from asr.decoding.hotwords import parse_hotwords
-from asr.endpoint import Emission
-from asr.outputs import Transcript
 from asr.server import metrics
+from asr.server.engine import Engine
 from asr.server.openai_formats import FORMATS, GRANULARITIES, render
-from asr.server.uploads import Abandoned, Busy
-
-if TYPE_CHECKING:
-    from asr.server.app import App
+from asr.server.uploads import Abandoned, Busy, Uploads
+from asr.text.formats import Transcript
 
 log = logging.getLogger("asr.serve")
 PATH = "/v1/audio/transcriptions"
@@ -160,10 +159,28 @@ def _set_field(form: Form, name: str, value: str) -> None:
         form.granularities.append(value)
 
 
+class UploadLimit(Protocol):
+    """The one limit the endpoint reads (of `asr.server.app.Limits`)."""
+
+    max_upload: int  # bytes of one uploaded file
+
+
+class Server(Protocol):
+    """What the endpoint reads of the server that mounts it: `asr.server.app.App`, which imports this module."""
+
+    engine: Engine
+    uploads: Uploads
+    limits: UploadLimit
+    stopping: bool  # shutting down: new requests get 503
+
+    def authorised(self, request: web.Request) -> bool:
+        """Whether the request carries the server's token (or none is needed)."""
+
+
 class Endpoint:
     """The handler of POST /v1/audio/transcriptions for one `App` (its token, limits, engine, uploads)."""
 
-    def __init__(self, app: "App"):
+    def __init__(self, app: Server):
         self.app = app
 
     async def handle(self, request: web.Request) -> web.StreamResponse:

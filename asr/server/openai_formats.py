@@ -7,7 +7,7 @@ import zlib
 from aiohttp import web
 
 from asr.decoding.ctc import Word
-from asr.outputs import Transcript
+from asr.text.formats import Transcript
 
 FORMATS = ("json", "text", "srt", "vtt", "verbose_json")
 GRANULARITIES = ("segment", "word")

@@ -5,7 +5,7 @@
     emissions = recognition.advance([stream, other], [chunk, other_chunk])  # one batched model pass
     last = recognition.finish(stream)                                       # end of input
 
-Every stream runs the loop of `asr.endpoint.emissions` (what `asr.stream` prints): one step per
+Every stream runs the loop of `asr.decoding.endpoint.emissions` (what `asr.stream` prints): one step per
 chunk and a partial after it, finals at endpoints, then the tail of silence and the last final.
 Only the acoustic model's step is shared (`Recognizer.step_many`); decoding is per stream.
 """
@@ -18,9 +18,9 @@ import numpy as np
 
 from asr.audio import SAMPLE_RATE
 from asr.decoding.decoder import Decoder
+from asr.decoding.endpoint import EndpointConfig, Emission, Segmenter, due_sample
 from asr.decoding.hotwords import parse_hotwords
-from asr.endpoint import EndpointConfig, Emission, Segmenter, due_sample
-from asr.recognizer import Recognizer, StreamState
+from asr.model.recognizer import Recognizer, StreamState
 from asr.server import metrics
 
 

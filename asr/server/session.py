@@ -6,18 +6,19 @@ from typing import TYPE_CHECKING, AsyncIterator
 
 import numpy as np
 
-from asr.audio import SAMPLE_RATE, StreamingResampler
+from asr.audio import SAMPLE_RATE
+from asr.audio.resample import StreamingResampler
+from asr.decoding.stepping import Stepper
 from asr.server import metrics
-from asr.stepping import Stepper
 
 if TYPE_CHECKING:
-    from asr.endpoint import Emission
+    from asr.decoding.endpoint import Emission
     from asr.server.engine import Engine
     from asr.server.recognition import Stream
 
 
 class AudioBuffer:
-    """Resamples (if the client's rate is not 16 kHz) and plans the model's steps (`asr.stepping`):
+    """Resamples (if the client's rate is not 16 kHz) and plans the model's steps (`asr.decoding.stepping`):
     a step with a partial every `chunk_samples` (as `asr.stream --file` cuts its chunks), and in
     between, as soon as the audio holds a pending final's endpoint, a step that brings it out."""
 

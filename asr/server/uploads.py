@@ -31,9 +31,9 @@ import numpy as np
 
 from asr.api import Transcriber
 from asr.decoding.decoder import Decoder
-from asr.endpoint import Emission
-from asr.outputs import Transcript
+from asr.decoding.endpoint import Emission
 from asr.server.engine import Engine
+from asr.text.formats import Transcript
 
 UPLOAD_THREADS = 1  # files transcribed at once per worker
 MAX_WAITING = 16  # uploads waiting their turn per worker; more are refused (busy)

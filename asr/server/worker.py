@@ -19,7 +19,7 @@ from typing import Callable
 from asr import cli
 from asr.audio import SAMPLE_RATE
 from asr.decoding.beam import LMError
-from asr.model.backend import ModelError
+from asr.model.errors import ModelError
 from asr.server import logs, metrics, wyoming
 from asr.server.app import App, Limits, start
 from asr.server.engine import Engine

@@ -33,7 +33,7 @@ from wyoming.info import AsrModel, AsrProgram, Attribution, Describe, Info
 from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 
-from asr.endpoint import Emission
+from asr.decoding.endpoint import Emission
 from asr.server import pcm
 from asr.server.session import AudioBuffer, stepped
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
 from asr.decoding.ctc import Word, word_json
-from asr.text import normalize
+from asr.text.normalize import normalize
 
 FORMATS = ("txt", "json", "srt", "vtt")
 MAX_LINE_CHARS = 42  # characters a subtitle line

@@ -105,5 +105,5 @@ def _kept(span: re.Match) -> str:
 
 def available() -> bool:
     """Whether the written form can be made here (damga installed: wheels for Python 3.11 and later)."""
-    from asr.model.backend import installed
+    from asr.model.errors import installed
     return installed("damga")

@@ -14,7 +14,7 @@ import sys  # noqa: E402
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from asr.manifest import ManifestError  # noqa: E402
+from asr.corpus.manifest import ManifestError  # noqa: E402
 from asr.training.train import train  # noqa: E402
 
 

@@ -9,29 +9,28 @@ pyroomacoustics impulse responses made when the dataset starts) and phone/laptop
 """
 from __future__ import annotations
 
-import functools
 import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Protocol
 
-import lightning as L
 import numpy as np
 import torch
 import torchaudio
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from asr.audio import SAMPLE_RATE, load_audio, resample
+from asr.audio import SAMPLE_RATE
+from asr.audio.files import load_audio
+from asr.audio.resample import resample
+from asr.corpus.manifest import Utterance, read_manifest
 from asr.features import Fbank, FbankConfig
-from asr.manifest import Utterance, read_manifest
-from asr.text import normalize
-from asr.tokenizer import Tokenizer
+from asr.text.normalize import normalize
+from asr.text.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from asr.training.teacher import TeacherCache
-    from asr.training.variants import VariantStore
 
 
 @dataclass
@@ -215,12 +214,22 @@ def draw_wave_augment(aug: AugmentConfig, rooms: int) -> WaveAugment:
     return WaveAugment(semitones, room, band)
 
 
+class Variants(Protocol):
+    """Rendered waveform augmentations to draw from (`asr.training.variants.VariantStore`, which builds on this
+    module's dataset)."""
+
+    count: int  # variants of each utterance
+
+    def load(self, audio: Path, variant: int) -> Tensor:
+        """Variant `variant` of `audio`'s log-mel (T, F)."""
+
+
 class SpeechDataset(Dataset):
     """Utterance i -> (log-mel (T, F), token ids (U,)); with a teacher cache also the teacher's frames of the
     clean audio (T_t, D_t) and how many of the T frames are the speech they cover (the rest: appended silence)."""
 
     def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, augment: AugmentConfig | None,
-                 cache: bool = False, variants: VariantStore | None = None, features: str = "fbank",
+                 cache: bool = False, variants: Variants | None = None, features: str = "fbank",
                  teacher: TeacherCache | None = None):
         self.utterances, self.tokenizer, self.augment, self.variants = utterances, tokenizer, augment, variants
         self.teacher = teacher
@@ -371,40 +380,3 @@ def even_batches(batches: list[list[int]], world: int) -> list[list[int]]:
         batch = batches[largest]
         batches[largest:largest + 1] = [batch[:len(batch) // 2], batch[len(batch) // 2:]]
     return batches + [batches[i % len(batches)] for i in range(target - len(batches))] if batches else batches
-
-
-class SpeechDataModule(L.LightningDataModule):
-    def __init__(self, cfg: DataConfig, tokenizer: Tokenizer, teacher_dir: str | None = None):
-        super().__init__()
-        self.cfg, self.tokenizer, self.teacher_dir = cfg, tokenizer, teacher_dir
-        self.train_utts = load_sources(cfg.train, cfg.max_duration)
-        self.valid_utts = load_sources(cfg.valid)
-
-    @functools.cached_property
-    def variant_store(self) -> VariantStore | None:
-        """The training set's rendered augmentation variants (None: augment on the fly)."""
-        from asr.training.variants import VariantStore  # noqa: PLC0415 (it builds on this module)
-        if not self.cfg.variants:
-            return None
-        return VariantStore(self.cfg.variants_dir, self.cfg.variants, self.cfg.augment, self.cfg.features)
-
-    def prepare_data(self) -> None:
-        """Render the training set's augmentation variants once (Lightning calls this on one process a node)."""
-        if (store := self.variant_store) is not None:
-            store.build([u.audio for u in self.train_utts], self.cfg.variants_workers)
-
-    def _loader(self, utts: list[Utterance], train: bool) -> DataLoader:
-        from asr.training.teacher import TeacherCache  # noqa: PLC0415 (torch and the Whisper reader: only if asked)
-
-        teacher = TeacherCache(self.teacher_dir) if train and self.teacher_dir else None
-        dataset = SpeechDataset(utts, self.tokenizer, self.cfg.augment if train else None, self.cfg.cache_features,
-                                self.variant_store if train else None, self.cfg.features, teacher)
-        sampler = BucketBatchSampler([u.duration for u in utts], self.cfg.max_batch_seconds, shuffle=train)
-        return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
-                          persistent_workers=self.cfg.num_workers > 0)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader(self.train_utts, train=True)
-
-    def val_dataloader(self) -> DataLoader:
-        return self._loader(self.valid_utts, train=False)

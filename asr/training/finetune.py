@@ -4,7 +4,7 @@
 they decide (this one without torch, so checking the data is quick):
 
 - `input_rows`: manifest rows for DATA (a folder of audio with transcripts beside it, a CSV/TSV table, or a
-  manifest), built and checked by the rules of `python -m asr.manifest` (asr/corpus.py), which reports what
+  manifest), built and checked by the rules of `python -m asr.manifest` (asr/corpus/build.py), which reports what
   it leaves out one line each.
 - `split_rows`: a held-out test split: whole speakers where there are several (the model is then scored on
   voices it was not fine-tuned on), else single recordings; seeded, so the same data splits the same way.
@@ -18,8 +18,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from asr.corpus import DELIMITERS, BuildError, Report, folder_rows, manifest_row, table_rows
-from asr.manifest import read_manifest, relative_audio
+from asr.corpus.build import DELIMITERS, BuildError, Report, folder_rows, manifest_row, table_rows
+from asr.corpus.manifest import read_manifest, relative_audio
 
 MIN_TEST_UTTERANCES = 10  # fewer cannot show a change of a few points of WER
 LR = 3.0e-4  # the recipe's peak learning rate: a fifth of the first training's, so the weights move toward the

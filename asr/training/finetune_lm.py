@@ -1,5 +1,5 @@
 """The fine-tuned model's word LM: an n-gram of the training split's text, linearly interpolated with the
-starting model's LM (`asr.tools.lm_mix`), so the data's words and phrasing join the search's lexicon and
+starting model's LM (`asr.training.lm_mix`), so the data's words and phrasing join the search's lexicon and
 everything the old LM knew stays.
 
 The beam search's lexicon is the LM's most probable words (`BeamConfig.lexicon_words`, spelled in the
@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from asr.decoding.beam import BeamConfig, WordLM
-from asr.tokenizer import Tokenizer
-from asr.tools.lm import build_arpa, read_sentences
-from asr.tools.lm_mix import interpolate, read_arpa, write_arpa
-from asr.tools.tune_lm import grid_search
+from asr.text.tokenizer import Tokenizer
+from asr.training.lm import build_arpa, read_sentences
+from asr.training.lm_mix import interpolate, read_arpa, write_arpa
+from asr.training.tune_lm import grid_search
 
 DEFAULT_WEIGHT = 0.5  # the training text's share of the mixture when it is not tuned
 TUNE_WEIGHTS = (0.1, 0.3, 0.5, 0.7, 0.9)

@@ -6,12 +6,12 @@ A score is a plain dict (kept in DIR/scores/*.json, so a resumed run does not sc
 """
 from __future__ import annotations
 
-from asr.batch import DEFAULT_BATCH_SECONDS
+from asr.batch.padded import DEFAULT_BATCH_SECONDS
+from asr.corpus.evaluation import evaluate
+from asr.corpus.manifest import Utterance
+from asr.corpus.scoring import by_speaker, totals
 from asr.decoding.decoder import Decoder
-from asr.evaluate import evaluate
-from asr.manifest import Utterance
-from asr.recognizer import Recognizer
-from asr.scoring import by_speaker, totals
+from asr.model.recognizer import Recognizer
 
 
 def score(recognizer: Recognizer, utterances: list[Utterance], decoder: Decoder,

@@ -14,7 +14,7 @@ corpus's model small). A reader then backs off for them, and each history's back
 recomputed so that p(. | h) still sums to one:
 gamma'(h) = (1 - sum of listed p(w | h)) / (1 - sum over the same w of p(w | h')).
 
-    python -m asr.tools.lm --out lm.arpa [--min-count 2] TEXT_OR_MANIFEST [...]   (text: one sentence a line)
+    python -m asr.training.lm --out lm.arpa [--min-count 2] TEXT_OR_MANIFEST [...]   (text: one sentence a line)
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable
 
-from asr.manifest import read_manifest
-from asr.text import normalize
+from asr.corpus.manifest import read_manifest
+from asr.text.normalize import normalize
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 
@@ -143,7 +143,7 @@ def read_sentences(path: Path, split: str = "") -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr.tools.lm", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m asr.training.lm", description=__doc__.split("\n\n")[0])
     parser.add_argument("sources", nargs="+", type=Path, help="manifests (.jsonl) or text files")
     parser.add_argument("--out", type=Path, required=True, help="ARPA file to write")
     parser.add_argument("--order", type=int, default=3)
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     sentences = []
     for source in args.sources:
         if not source.is_file():
-            print(f"asr.tools.lm: error: {source}: no such file", file=sys.stderr)
+            print(f"asr.training.lm: error: {source}: no such file", file=sys.stderr)
             return 1
         sentences += read_sentences(source, args.split)
     args.out.write_text(build_arpa(sentences, args.order, args.min_count), encoding="utf-8")

@@ -9,11 +9,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from asr.training.config import OptimConfig
-from asr.training.distill import DistillConfig, DistillHead
 from asr.decoding.ctc import greedy_decode
 from asr.model.encoder import Encoder, EncoderConfig
-from asr.tokenizer import Tokenizer
+from asr.text.tokenizer import Tokenizer
+from asr.training.config import OptimConfig
+from asr.training.distill import DistillConfig, DistillHead
 
 
 def warmup_cosine(step: int, cfg: OptimConfig) -> float:

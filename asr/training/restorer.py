@@ -1,7 +1,7 @@
 """Train the casing and punctuation restorer: `python -m asr.training.restorer [restorer=small] [overrides]`.
 
 Hydra composes conf/train_restorer.yaml (the `restorer` group: small is the shipped size, toy the tests').
-Lightning fits `RestorerNet` (asr.restore.model) with cross-entropy on both heads; a network that reads
+Lightning fits `RestorerNet` (asr.text.restore.model) with cross-entropy on both heads; a network that reads
 pauses (model.pause_buckets > 0) also trains on recognition-like items (`asr.training.restorer_data`); the checkpoint with
 the lowest validation loss is exported to `run_dir/restorer.safetensors` and `run_dir/restorer.onnx`,
 and `run_dir/metrics.json` holds its held-out scores beside the trivial baseline's. Running the same
@@ -24,13 +24,13 @@ from lightning.pytorch.loggers import CSVLogger
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor
 
-from asr.restore.labels import Labelled
-from asr.restore.metrics import RestoreScore, format_summary, score_baseline, score_restorer, time_restore
-from asr.restore.model import RestorerConfig, RestorerNet, export_onnx, save_restorer
-from asr.restore.restorer import load_restorer
+from asr.text.restore.labels import Labelled
+from asr.text.restore.metrics import RestoreScore, format_summary, score_baseline, score_restorer, time_restore
+from asr.text.restore.model import RestorerConfig, RestorerNet, export_onnx, save_restorer
+from asr.text.restore.noise import Confusions, Pauses
+from asr.text.restore.restorer import load_restorer
 from asr.training.config import OptimConfig, TrainerConfig
 from asr.training.module import warmup_cosine
-from asr.restore.noise import Confusions, Pauses
 from asr.training.restorer_data import (IGNORE, RestorerDataConfig, RestorerDataModule, build_vocab, read_recognized,
                                         read_sentences)
 

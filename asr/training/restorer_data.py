@@ -2,13 +2,13 @@
 
 A text file holds one sentence a line (recipes/restorer/prepare.py writes the train and held-out
 splits). Each sentence becomes its normalised words with a case class and a following mark per word
-(`asr.restore.labels.labelled`); sentences that do not map word for word are skipped. While training,
+(`asr.text.restore.labels.labelled`); sentences that do not map word for word are skipped. While training,
 a sentence is joined with a random other one with probability `join_prob`, so that the model also
 sees a final holding more than one sentence. For a network that reads pauses, a training sentence is
-also given simulated recognition errors with probability `noisy_prob` (`asr.restore.noise.corrupt`) and
+also given simulated recognition errors with probability `noisy_prob` (`asr.text.restore.noise.corrupt`) and
 simulated pauses; the recognizer's own finals of training audio (`asr_train`, made by
 recipes/restorer/asr_outputs.py) join the epoch `real_repeat` times each with their real pauses, labelled
-by `asr.restore.align`; and any item loses its pauses with probability `pause_drop` (plain text).
+by `asr.text.restore.align`; and any item loses its pauses with probability `pause_drop` (plain text).
 """
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset
 
-from asr.restore.align import carry_labels
-from asr.restore.labels import Labelled, labelled, pause_ids, word_pauses
-from asr.restore.model import PAD
-from asr.restore.noise import Confusions, NoiseConfig, Pauses, corrupt
-from asr.restore.restorer import UNKNOWN
+from asr.text.restore.align import carry_labels
+from asr.text.restore.format import UNKNOWN
+from asr.text.restore.labels import Labelled, labelled, pause_ids, word_pauses
+from asr.text.restore.model import PAD
+from asr.text.restore.noise import Confusions, NoiseConfig, Pauses, corrupt
 
 IGNORE = -100  # label of padding (cross-entropy skips it)
 
@@ -57,7 +57,7 @@ def read_sentences(path: str | Path) -> list[Labelled]:
 
 def read_recognized(path: str | Path) -> list[tuple[Labelled, list[float]]]:
     """The finals of recognized training audio (recipes/restorer/asr_outputs.py JSON lines), each with the
-    labels carried from its item's reference (`asr.restore.align`) and the pause before each word."""
+    labels carried from its item's reference (`asr.text.restore.align`) and the pause before each word."""
     out = []
     for line in Path(path).read_text(encoding="utf-8").splitlines():
         record = json.loads(line)

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from asr.audio import load_audio
+from asr.audio.files import load_audio
 from asr.features import Fbank, FbankConfig
 from asr.training.whisper import encoder_shape, load_ct2
 
@@ -168,7 +168,7 @@ def _worker(args: tuple[list[Path], Path, str, int, int, int]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from asr.manifest import read_manifest  # noqa: PLC0415
+    from asr.corpus.manifest import read_manifest  # noqa: PLC0415
 
     p = argparse.ArgumentParser(prog="python -m asr.training.teacher", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

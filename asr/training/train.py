@@ -20,15 +20,16 @@ from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from omegaconf import OmegaConf
 
-from asr.training.config import OptimConfig, TrainConfig, register_configs
-from asr.training.module import CTCModule
-from asr.training.data import SpeechDataModule, SpeechDataset, load_sources
-from asr.training.distill import enabled as distill_enabled
-from asr.training.whisper import take_whisper
 from asr.model.config import EncoderConfig
 from asr.model.loader import average_weights, load_model, save_model
-from asr.text import normalize
-from asr.tokenizer import Tokenizer
+from asr.text.normalize import normalize
+from asr.text.tokenizer import Tokenizer
+from asr.training.config import OptimConfig, TrainConfig, register_configs
+from asr.training.data import SpeechDataset, load_sources
+from asr.training.datamodule import SpeechDataModule
+from asr.training.distill import enabled as distill_enabled
+from asr.training.module import CTCModule
+from asr.training.whisper import take_whisper
 
 log = logging.getLogger("asr.training.train")
 register_configs()  # the structured schema that conf/train.yaml composes on

@@ -1,7 +1,7 @@
 """Choose the word LM's weight and per-word score on a validation set (grid search).
 
-    python -m asr.tools.tune_lm --manifest DEV.jsonl [--model PATH] [--lm LM.arpa [LM2.arpa ...]]
-                          [--lm-weights 0.5 1 1.5] [--word-scores -1 0 1] [--beam-size 128] [--limit N]
+    python -m asr.training.tune_lm --manifest DEV.jsonl [--model PATH] [--lm LM.arpa [LM2.arpa ...]]
+                             [--lm-weights 0.5 1 1.5] [--word-scores -1 0 1] [--beam-size 128] [--limit N]
 
 The acoustic model runs once per utterance; each grid point (LM file x weight x word score) only
 re-runs the beam search over the saved log-probs. Prints WER/CER per point and, last, the best point as
@@ -15,15 +15,16 @@ import sys
 from itertools import product
 from pathlib import Path
 
-from asr import cli, interrupt
-from asr.audio import AudioError, load_audio
+from asr import cli
+from asr.audio import AudioError, interrupt
+from asr.audio.files import load_audio
+from asr.corpus.manifest import ManifestError, read_manifest
+from asr.corpus.scoring import Score, score
 from asr.decoding.beam import BeamConfig, LMError, WordLM
 from asr.decoding.decoder import Decoder
-from asr.scoring import Score, score
-from asr.manifest import ManifestError, read_manifest
-from asr.model.backend import ModelError
+from asr.model.errors import ModelError
 from asr.pretrained import default_lm_path
-from asr.text import normalize
+from asr.text.normalize import normalize
 
 
 def grid_search(logprobs: list, refs: list[str], tokenizer, lm: str, weights: list[float], scores: list[float],
@@ -42,7 +43,7 @@ def grid_search(logprobs: list, refs: list[str], tokenizer, lm: str, weights: li
 
 @interrupt.handled("tools.tune_lm")
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.new_parser("asr.tools.tune_lm", __doc__)
+    parser = cli.new_parser("asr.training.tune_lm", __doc__)
     cli.add_manifest_args(parser)
     parser.add_argument("--lm", nargs="+", help="ARPA word LM(s) to compare; default: the bundled one")
     parser.add_argument("--lm-weights", type=cli.finite_float, nargs="+", default=[0.5, 1.0, 1.5])
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             rows += [(str(lm), *row) for row in grid_search(logprobs, refs, recognizer.tokenizer, str(lm),
                                                             args.lm_weights, args.word_scores, args.beam_size)]
     except (ManifestError, ModelError, AudioError, LMError, FileNotFoundError) as err:
-        cli.error("tools.tune_lm", err)
+        cli.error("training.tune_lm", err)
         return 1
     lm, weight, word_score, words, chars = min(rows, key=lambda r: (r[3].rate(), r[4].rate()))
     print(f"best: --lm {lm} --lm-weight {weight:g} --word-score {word_score:g} WER={words.rate() * 100:.2f} "

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from asr.audio import audio_duration  # noqa: E402
-from asr.manifest import relative_audio, write_manifest  # noqa: E402
-from asr.text import normalize  # noqa: E402
+from asr.audio.files import audio_duration  # noqa: E402
+from asr.corpus.manifest import relative_audio, write_manifest  # noqa: E402
+from asr.text.normalize import normalize  # noqa: E402
 
 TRAIN, VALID = "train.jsonl", "dev-clean.jsonl"  # what conf/experiment/librispeech.yaml reads from <out>
 

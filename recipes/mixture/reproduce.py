@@ -67,7 +67,7 @@ def plan(work: Path, data: Path, python: str, tts_python: str, extra: list[str])
         average("default", work / "soup34.safetensors", model("mixture_warp_silence")),
         Step("lm-text", [python, "recipes/synthetic/prepare.py", "--text-only", "--text-dir", str(data / "text"),
                          "--out", str(work / "lm")]),
-        Step("lm", [python, "-m", "asr.tools.lm", "--out", str(work / "default.arpa"), "--min-count", "2", "--split",
+        Step("lm", [python, "-m", "asr.training.lm", "--out", str(work / "default.arpa"), "--min-count", "2", "--split",
                     "train", str(work / "lm" / "train_text.txt"), str(data / "speechocean762" / "train.jsonl"),
                     str(data / "fsdd" / "fsdd.jsonl")]),
     ]

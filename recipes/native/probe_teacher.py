@@ -20,10 +20,10 @@ import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+from asr.corpus.manifest import read_manifest  # noqa: E402
 from asr.decoding.ctc import greedy_decode  # noqa: E402
-from asr.manifest import read_manifest  # noqa: E402
-from asr.text import normalize  # noqa: E402
-from asr.tokenizer import Tokenizer  # noqa: E402
+from asr.text.normalize import normalize  # noqa: E402
+from asr.text.tokenizer import Tokenizer  # noqa: E402
 from asr.training.teacher import TeacherCache  # noqa: E402
 
 

@@ -20,8 +20,8 @@ from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from asr.restore.labels import labelled  # noqa: E402
-from asr.text import normalize  # noqa: E402
+from asr.text.normalize import normalize  # noqa: E402
+from asr.text.restore.labels import labelled  # noqa: E402
 
 
 def synthetic_recipe():

@@ -31,7 +31,7 @@ import soundfile as sf
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parents[1])]
-from asr.text import normalize  # noqa: E402
+from asr.text.normalize import normalize  # noqa: E402
 import engines as E  # noqa: E402
 
 log = logging.getLogger("synthetic")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from asr.manifest import read_manifest, write_manifest  # noqa: E402
+from asr.corpus.manifest import read_manifest, write_manifest  # noqa: E402
 from asr.training import carry  # noqa: E402
 
 OPUS_LEVEL = 0.985  # libsndfile's Opus compression level: about 11.7 kbit/s for 16 kHz speech (0.975: 13.9)
@@ -42,7 +42,7 @@ def _encode(job: tuple[Path, Path, float]) -> int:
     """Write one file as Ogg Opus (16 kHz mono) at a compression level; its size in bytes."""
     import soundfile as sf  # noqa: PLC0415
 
-    from asr.audio import load_audio  # noqa: PLC0415
+    from asr.audio.files import load_audio  # noqa: PLC0415
 
     source, target, level = job
     if not target.exists():

@@ -8,7 +8,7 @@ carried run of recipes/voices/continue.py whose periods append a row to its own 
 a run start from that run's row of the forked period. Writes the table between the markers in
 benchmarks/<ab>/README.md and the curve benchmarks/<ab>/curve.png: each arm's WER against its compute since
 the A/B began. Compute is counted in steps times what a step of the arm's shapes costs on one reference
-machine (Arm.step_s, from `python -m asr.tools.bench_step`), not in wall time: the 2-core machines that
+machine (Arm.step_s, from `python scripts/bench/step.py`), not in wall time: the 2-core machines that
 periods run on differ in speed by up to 3.5x from one period to the next.
 
     python scripts/bench/ab.py --cost [--arms abcd] [--limit 100] [--allow-load]
@@ -43,7 +43,7 @@ class Arm(NamedTuple):
     rows: str  # its progress rows, relative to --benchmarks
     from_fork: bool  # starts from the fork's weights and scores
     state: str  # its state folder, relative to the checkout
-    step_s: float  # seconds a training step of its shapes takes on the reference machine (README: bench_step)
+    step_s: float  # seconds a training step of its shapes takes on the reference machine (scripts/bench/step.py)
 
 
 class AB(NamedTuple):
@@ -148,10 +148,10 @@ def cost_worker(onnx_dir: Path, manifest: Path, limit: int) -> dict:
     sys.modules["torch"] = None  # the torch-free runtime, as users of the [onnx] extra run it
     import numpy as np  # noqa: PLC0415
 
-    from asr.audio import load_audio  # noqa: PLC0415
+    from asr.audio.files import load_audio  # noqa: PLC0415
+    from asr.corpus.manifest import read_manifest  # noqa: PLC0415
     from asr.decoding.decoder import Decoder  # noqa: PLC0415
-    from asr.manifest import read_manifest  # noqa: PLC0415
-    from asr.recognizer import Recognizer  # noqa: PLC0415
+    from asr.model.recognizer import Recognizer  # noqa: PLC0415
     from bench.ours import stream_clip  # noqa: PLC0415
     from bench.server_process import proc_rss_mb  # noqa: PLC0415
 

@@ -1,6 +1,6 @@
 """Encoder time and peak memory versus audio length: sliding-window against full causal attention.
 
-    python -m asr.tools.bench_attention [--minutes 1 10 60] [--window 50] [--max-gb 8] [--threads 1] [--json]
+    python scripts/bench/attention.py [--minutes 1 10 60] [--window 50] [--max-gb 8] [--threads 1] [--json]
 
 Uses the bundled model's architecture (its config, 40 ms encoder frames; `EncoderConfig()` if no model
 ships) with random weights on random log-mel features (the cost does not depend on the values). The windowed model runs
@@ -18,13 +18,16 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import torch
 
-from asr import cli
-from asr.model.encoder import Encoder, EncoderConfig
-from asr.model.loader import load_config
-from asr.pretrained import default_model_path
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run as a script: this checkout's asr
+from asr import cli  # noqa: E402
+from asr.model.encoder import Encoder, EncoderConfig  # noqa: E402
+from asr.model.loader import load_config  # noqa: E402
+from asr.pretrained import default_model_path  # noqa: E402
 
 FRAMES_PER_SECOND = 100  # feature frames (10 ms hop)
 CHUNK_FRAMES = 50  # 500 ms
@@ -102,7 +105,7 @@ def measure(window: int | None, minutes: float, threads: int = 1, seed: int = 0,
 def measure_in_subprocess(window: int | None, minutes: float, threads: int, base: EncoderConfig,
                           timeout: float = 1800) -> Measurement:
     """`measure` in a fresh Python process, so the peak RSS belongs to this run alone."""
-    args = [sys.executable, "-m", "asr.tools.bench_attention", "--child", str(window or 0), str(minutes),
+    args = [sys.executable, str(Path(__file__).resolve()), "--child", str(window or 0), str(minutes),
             "--threads", str(threads), "--config-json", json.dumps(asdict(base))]
     done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     mode = "full" if window is None else f"window {window}"
@@ -175,7 +178,7 @@ def table(rows: list[Measurement]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr.tools.bench_attention", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python scripts/bench/attention.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=cli.finite_float, nargs="+", default=[1.0, 10.0, 60.0], help="audio lengths")
     parser.add_argument("--window", type=int, default=50, help="sliding window in encoder frames (default 50)")

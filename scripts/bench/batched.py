@@ -7,9 +7,9 @@ Runs `python -m asr.transcribe` on the manifest's first `--limit` files as a use
 included), each run in a fresh process whose peak RSS is its own and its workers' (bench/peak.py), greedy and
 beam + word LM:
 
-  per-file   --batch-seconds 0 (one file at a time, 2 s steps: the path before asr.batch), 1 thread
+  per-file   --batch-seconds 0 (one file at a time, 2 s steps: the path before asr.batch.padded), 1 thread
   batched    the default --batch-seconds, 1 thread, then 2 threads (2 cores), then --jobs 2 (two worker
-             processes of 1 thread, asr.parallel)
+             processes of 1 thread, asr.batch.processes)
   per-file, 2 processes   the files split in two halves, two processes at once, 1 thread each
 
 and checks that every batched text equals the per-file text. Writes OUT/batched.json and OUT/batched.md:
@@ -27,8 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ folder: `bench` package
 
-from asr.batch import DEFAULT_BATCH_SECONDS, WINDOW_SECONDS  # noqa: E402
-from asr.manifest import read_manifest, write_manifest  # noqa: E402
+from asr.batch.padded import DEFAULT_BATCH_SECONDS, WINDOW_SECONDS  # noqa: E402
+from asr.corpus.manifest import read_manifest, write_manifest  # noqa: E402
 from bench import peak, quiet  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -48,8 +48,8 @@ CHUNK = RATE // 2  # asr.serve's step: 500 ms
 def recognition_cost(rows: list[int], seconds: float, int8: bool) -> list[dict]:
     """CPU ms per chunk of lockstep passes of R streams through `Recognition`, for each R in `rows`."""
     from asr.decoding.decoder import Decoder
-    from asr.endpoint import EndpointConfig
-    from asr.recognizer import Recognizer
+    from asr.decoding.endpoint import EndpointConfig
+    from asr.model.recognizer import Recognizer
     from asr.server.recognition import Recognition
 
     from bench.ours import cpu_timed

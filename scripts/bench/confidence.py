@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 import asr  # noqa: E402
-from asr.manifest import read_manifest  # noqa: E402
-from asr.text import normalize  # noqa: E402
+from asr.corpus.manifest import read_manifest  # noqa: E402
+from asr.text.normalize import normalize  # noqa: E402
 
 DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
 CHOSEN_ON = 150  # the first utterances, on which asr.decoding.confidence's constants were chosen

@@ -9,8 +9,9 @@ from typing import Iterator
 import numpy as np
 import soundfile as sf
 
-from asr.audio import SAMPLE_RATE, AudioError, load_audio
-from asr.manifest import Utterance, read_manifest
+from asr.audio import SAMPLE_RATE, AudioError
+from asr.audio.files import load_audio
+from asr.corpus.manifest import Utterance, read_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data"

@@ -34,9 +34,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "recipes" / "synthetic"), str(ROOT / "scri
 import engines as E  # noqa: E402
 
 from asr import api  # noqa: E402
+from asr.corpus.manifest import read_manifest  # noqa: E402
 from asr.decoding.beam import BeamConfig, WordLM  # noqa: E402
 from asr.decoding.decoder import Decoder  # noqa: E402
-from asr.manifest import read_manifest  # noqa: E402
 from asr.model.folder import folder_lm  # noqa: E402
 from asr.pretrained import default_lm_path  # noqa: E402
 from asr.training.finetune_report import score  # noqa: E402

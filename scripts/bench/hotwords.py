@@ -29,14 +29,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "recipes" / "synthetic")]
 import engines as E  # noqa: E402
 
-from asr.audio import load_audio  # noqa: E402
+from asr.audio.files import load_audio  # noqa: E402
+from asr.corpus.manifest import read_manifest  # noqa: E402
+from asr.corpus.scoring import Score, score  # noqa: E402
 from asr.decoding.beam import arpa_words  # noqa: E402
 from asr.decoding.decoder import Decoder  # noqa: E402
 from asr.decoding.hotwords import DEFAULT_BOOST, Hotword  # noqa: E402
-from asr.manifest import read_manifest  # noqa: E402
-from asr.recognizer import Recognizer  # noqa: E402
-from asr.scoring import Score, score  # noqa: E402
-from asr.text import normalize  # noqa: E402
+from asr.model.recognizer import Recognizer  # noqa: E402
+from asr.text.normalize import normalize  # noqa: E402
 
 DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
 SENTENCES = [  # (sentence, the name or rare word it holds)

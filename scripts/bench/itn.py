@@ -1,11 +1,11 @@
-"""Written form (asr.written) against spoken/written pairs: exact-match accuracy, the trivial baseline, time.
+"""Written form (asr.text.written) against spoken/written pairs: exact-match accuracy, the trivial baseline, time.
 
     python scripts/bench/itn.py [--out benchmarks]
 
 Three sets of pairs (lower-case words in, the written form out; benchmarks/itn_choice.md gives their
 convention): `itn_pairs.tsv`, written before the library was chosen and used to choose it and to find
-damga's two mistakes that asr.written mends; `itn_pairs_heldout.tsv`, written afterwards from the
-convention alone; and `itn_pairs_blind2.tsv`, written from the convention alone once asr/written.py was
+damga's two mistakes that asr.text.written mends; `itn_pairs_heldout.tsv`, written afterwards from the
+convention alone; and `itn_pairs_blind2.tsv`, written from the convention alone once asr/text/written.py was
 frozen, and measured once. Time per final is measured on the reference sentences of the check
 sets (real finals' length and content, most with no number at all). Writes OUT/itn.md.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from asr.manifest import read_manifest  # noqa: E402
-from asr.written import WrittenForm  # noqa: E402
+from asr.corpus.manifest import read_manifest  # noqa: E402
+from asr.text.written import WrittenForm  # noqa: E402
 
 SETS = {"development pairs": ROOT / "benchmarks" / "itn_pairs.tsv",
         "held-out pairs": ROOT / "benchmarks" / "itn_pairs_heldout.tsv",
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     load_ms = (time.perf_counter() - began) * 1000
     lines = ["# Written form of finals (inverse text normalisation)", "",
              f"Written by `python scripts/bench/itn.py` ({time.strftime('%Y-%m-%d %H:%M')} UTC, one thread). "
-             "`asr/written.py`: damga 1.0.5's English inverse normaliser with the mends its docstring lists. "
+             "`asr/text/written.py`: damga 1.0.5's English inverse normaliser with the mends its docstring lists. "
              "Exact match of the whole sentence (case and spacing aside); the baseline writes the words as "
              "spoken.", "",
              "How far the held-out pairs are held out: they were written from the convention alone after the "
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
              "keep those spans had been written with the library's choice, before the held-out pairs existed, "
              "but adding them was decided after that measurement: read the held-out figure below as the upper "
              "bound and 92.5% as the lower. The blind pairs were written from the convention alone after "
-             "asr/written.py was frozen, and measured once (2026-11-27): no figure of theirs played a part in "
+             "asr/text/written.py was frozen, and measured once (2026-11-27): no figure of theirs played a part in "
              "any choice.", ""]
     for name, path in SETS.items():
         if not path.is_file():

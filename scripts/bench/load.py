@@ -25,7 +25,8 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from asr.audio import SAMPLE_RATE, load_audio  # noqa: E402
+from asr.audio import SAMPLE_RATE  # noqa: E402
+from asr.audio.files import load_audio
 
 
 def _spin(stop: mp.Event) -> None:

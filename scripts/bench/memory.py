@@ -4,7 +4,7 @@
 
 Makes `--minutes` of audio by cycling through real speechocean762 dev utterances (generated on
 the fly, so the audio itself takes no memory), feeds it in 500 ms chunks through the streaming
-emission loop (asr.endpoint.emissions, which calls Recognizer.step), and prints one JSON line:
+emission loop (asr.decoding.endpoint.emissions, which calls Recognizer.step), and prints one JSON line:
 RSS after loading the model, the peak (VmHWM: ru_maxrss would carry the starting process's peak
 across exec), RSS samples along the way, and the chunk compute times early and late in the stream
 (latency must not grow either).
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ fol
 
 from asr.audio import SAMPLE_RATE  # noqa: E402
 from asr.decoding.decoder import Decoder  # noqa: E402
-from asr.endpoint import emissions  # noqa: E402
-from asr.recognizer import Recognizer  # noqa: E402
+from asr.decoding.endpoint import emissions  # noqa: E402
+from asr.model.recognizer import Recognizer  # noqa: E402
 from bench.data import SETS, Clip, EvalSet, load_set, looped_chunks  # noqa: E402
 from bench.ours import percentiles  # noqa: E402
 from bench.server_process import proc_rss_mb  # noqa: E402

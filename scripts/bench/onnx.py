@@ -59,11 +59,12 @@ def worker(variant: str, manifest: Path, limit: int | None, onnx_dir: Path, chun
     import jiwer
     import numpy as np
 
-    from asr.audio import load_audio, rechunk
+    from asr.audio.chunks import rechunk
+    from asr.audio.files import load_audio
+    from asr.corpus.manifest import read_manifest
     from asr.decoding.decoder import Decoder
-    from asr.manifest import read_manifest
-    from asr.recognizer import Recognizer
-    from asr.text import normalize
+    from asr.model.recognizer import Recognizer
+    from asr.text.normalize import normalize
     from bench.server_process import proc_rss_mb
 
     backend, path = model_path(variant, onnx_dir)
@@ -106,8 +107,8 @@ def long_file(manifest: Path, seconds: float, out: Path) -> Path:
     import numpy as np
     import soundfile as sf
 
-    from asr.audio import load_audio
-    from asr.manifest import read_manifest
+    from asr.audio.files import load_audio
+    from asr.corpus.manifest import read_manifest
     waves, total = [], 0
     for utt in read_manifest(manifest):
         waves.append(load_audio(utt.audio))

@@ -12,13 +12,14 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from asr.audio import SAMPLE_RATE, rechunk
+from asr.audio import SAMPLE_RATE
+from asr.audio.chunks import rechunk
+from asr.corpus.evaluation import recognize, summarize
+from asr.corpus.scoring import UttResult, score
 from asr.decoding.decoder import Decoder
-from asr.endpoint import emissions
-from asr.evaluate import recognize, summarize
-from asr.recognizer import Recognizer
-from asr.scoring import UttResult, score
-from asr.text import normalize
+from asr.decoding.endpoint import emissions
+from asr.model.recognizer import Recognizer
+from asr.text.normalize import normalize
 
 from bench.data import Clip
 
@@ -126,7 +127,7 @@ def endpoint_stats(delays: list[float], not_fired: int) -> dict:
 
 def endpoint_delays(recognizer: Recognizer, decoder: Decoder, clips: list[Clip], chunk: int,
                     pad_s: float = PAD_S) -> tuple[list[float], int]:
-    """End of speech -> final result through the real emission loop (asr.endpoint.emissions).
+    """End of speech -> final result through the real emission loop (asr.decoding.endpoint.emissions).
 
     Each clip is followed by `pad_s` of faint noise, as a live stream would continue; the delay is
     from the end of the segment's last word (word times) to the moment its final emission is

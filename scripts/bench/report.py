@@ -1,8 +1,7 @@
 """RESULTS.md from the benchmark's results dictionary."""
 from __future__ import annotations
 
-from asr.tools.bench_attention import Measurement, table as scaling_table
-
+from bench.attention import Measurement, table as scaling_table
 from bench.peers import LABELS
 
 
@@ -125,7 +124,7 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
         out.append(f"- set {s['name']}: {s['reason']}")
     out += ["## Targets\n", targets_table(results), "",
             "## 1. Accuracy\n",
-            "WER/CER after `asr.text.normalize` on both sides, scored with `asr.evaluate.score`. Peer rows cover "
+            "WER/CER after `asr.text.normalize` on both sides, scored with `asr.corpus.scoring.score`. Peer rows cover "
             "the utterances that peer has decoded (this run's first utterances plus earlier runs' saved "
             "hypotheses in `benchmarks/peers/`); each is followed by ours on exactly those utterances.\n",
             accuracy_table(results), "",
@@ -138,7 +137,7 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
             "microphone would see it (the model's own emission lag behind the true acoustic end is not "
             "included: there is no reference alignment). End of speech -> final: each utterance is followed by "
             f"{results['latency']['endpoint_s'].get('pad_s', 0):g} s of faint noise and streamed through the "
-            "emission loop with endpointing (`asr.endpoint`); delay from the last word's end to the final "
+            "emission loop with endpointing (`asr.decoding.endpoint`); delay from the last word's end to the final "
             f"emission being ready (first {meta['endpoint_limit']} utterances per set)"
             + (", its beam search with the word LM included (the default finals)" if meta.get("lm") else
                ", greedy finals") + ".\n",
@@ -163,7 +162,7 @@ def render(results: dict, plots: list[str], plot_note: str) -> str:
             "## 5. Scaling\n",
             f"Encoder alone, the benchmarked model's architecture ({meta['architecture']}), random weights and "
             "features, 1 thread, each "
-            "point in a fresh process (`python -m asr.tools.bench_attention`). Sliding "
+            "point in a fresh process (`python scripts/bench/attention.py`). Sliding "
             "window: `Encoder.stream` in 500 ms chunks; full causal attention: `Encoder.forward` on the whole "
             "input (dense T x T masks), run only while its estimated size stays under the limit.\n",
             scaling_table([Measurement(**{k: v for k, v in r.items() if k != "rtf"}) for r in results["scaling"]]),

@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from asr.restore.labels import labelled  # noqa: E402
-from asr.restore.metrics import score_baseline, score_restorer, time_restore  # noqa: E402
-from asr.restore.restorer import load_restorer  # noqa: E402
+from asr.text.restore.labels import labelled  # noqa: E402
+from asr.text.restore.metrics import score_baseline, score_restorer, time_restore  # noqa: E402
+from asr.text.restore.restorer import load_restorer  # noqa: E402
 
 COLUMNS = [("period_f1", "period F1"), ("comma_f1", "comma F1"), ("question_f1", "question F1"),
            ("exclaim_f1", "exclamation F1"), ("case_accuracy", "casing accuracy %")]

@@ -13,7 +13,7 @@ ways to hear them, both recognized by the bundled model with its default decodin
     (seeded), so a final may hold more than one sentence, as in running speech.
 
 Each file's recognized words (all its finals) are aligned to its reference's words and take their
-labels by the rules of `asr.restore.align` (an inserted word: lower case, no mark; a deleted word's mark
+labels by the rules of `asr.text.restore.align` (an inserted word: lower case, no mark; a deleted word's mark
 moves to the word before; sentence starts follow the carried marks). The restorer then labels each
 final on its own, as `Segmenter._close` does, with the pauses from its word times or without, and is
 scored per word: F1 per mark and casing accuracy (a word Capitalised where the reference writes it
@@ -37,11 +37,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "recipes" / "restorer"))
 from prepare import dev_transcripts, sentences  # noqa: E402
 
-from asr.audio import SAMPLE_RATE, load_audio  # noqa: E402
-from asr.restore.align import carry_labels  # noqa: E402
-from asr.restore.labels import baseline, labelled, word_pauses  # noqa: E402
-from asr.restore.metrics import RestoreScore, score_baseline, score_restorer  # noqa: E402
-from asr.restore.restorer import Restorer, load_restorer  # noqa: E402
+from asr.audio import SAMPLE_RATE  # noqa: E402
+from asr.audio.files import load_audio
+from asr.text.restore.align import carry_labels  # noqa: E402
+from asr.text.restore.labels import baseline, labelled, word_pauses  # noqa: E402
+from asr.text.restore.metrics import RestoreScore, score_baseline, score_restorer  # noqa: E402
+from asr.text.restore.restorer import Restorer, load_restorer  # noqa: E402
 from asr.training.restorer_data import read_sentences  # noqa: E402
 
 Final = list[tuple[str, float, float]]  # (word, start, end)

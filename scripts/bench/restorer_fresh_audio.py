@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "recipes" / "restorer")]
 from prepare import dev_transcripts, sentences  # noqa: E402
 
-from asr.restore.labels import labelled  # noqa: E402
+from asr.text.restore.labels import labelled  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Do the optimizer's moments earn their bytes? Resume a run's last checkpoint two ways and compare.
 
-    python -m asr.tools.bench_resume RUN_DIR [--steps 100] [--rewarm 200] [--dev-batches 8]
+    python scripts/bench/resume.py RUN_DIR [--steps 100] [--rewarm 200] [--dev-batches 8]
 
 From RUN_DIR/checkpoints/last.ckpt: (a) the weights with AdamW's saved moments, the schedule going on where
 it stood; (b) the same weights in float16 (as recipes/voices/state carries them) with fresh moments and the
@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import argparse
 import random
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 from omegaconf import OmegaConf
 
-from asr.training.config import OptimConfig, TrainConfig, register_configs
-from asr.training.data import SpeechDataModule
-from asr.training.train import module_from_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: this checkout's asr
+from asr.training.config import OptimConfig, TrainConfig, register_configs  # noqa: E402
+from asr.training.datamodule import SpeechDataModule  # noqa: E402
+from asr.training.train import module_from_model  # noqa: E402
 
 register_configs()
 

@@ -71,10 +71,10 @@ def speech(seconds: float, offset: int) -> np.ndarray:
 def speech_ends() -> list[int]:
     """Where speech ends in the loop (samples): each example's last word end by the bundled model's
     word times (its default decoding), on the example alone."""
-    from asr.audio import rechunk
+    from asr.audio.chunks import rechunk
     from asr.decoding.decoder import Decoder
-    from asr.endpoint import emissions
-    from asr.recognizer import Recognizer
+    from asr.decoding.endpoint import emissions
+    from asr.model.recognizer import Recognizer
     recognizer = Recognizer.load()
     decoder = Decoder.load(recognizer.tokenizer, "bundled")
     ends, start = [], 0

@@ -29,11 +29,11 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ folder: `bench` package
 
-import asr.recognizer  # noqa: E402
+import asr.model.recognizer  # noqa: E402
 from asr.api import Transcriber, load  # noqa: E402
-from asr.batch import DEFAULT_BATCH_SECONDS, transcribe_batched  # noqa: E402
+from asr.batch.padded import DEFAULT_BATCH_SECONDS, transcribe_batched  # noqa: E402
+from asr.corpus.manifest import read_manifest  # noqa: E402
 from asr.decoding.decoder import Decoder  # noqa: E402
-from asr.manifest import read_manifest  # noqa: E402
 from bench import quiet  # noqa: E402
 from bench.ours import cpu_timed  # noqa: E402
 
@@ -47,7 +47,7 @@ def split(model: Transcriber, run: Callable[[], list[str]]) -> tuple[dict[str, f
     spent = dict.fromkeys(PARTS, 0.0)
     search = type(model.decoder.search())
     with cpu_timed(type(model.recognizer.model), "step_many", spent, "encoder"), \
-            cpu_timed(asr.recognizer, "stream_fbank", spent, "features"), \
+            cpu_timed(asr.model.recognizer, "stream_fbank", spent, "features"), \
             cpu_timed(search, "push", spent, "search"), cpu_timed(Decoder, "finish", spent, "finals"):
         began = time.process_time()
         texts = run()

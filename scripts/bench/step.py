@@ -1,7 +1,7 @@
 """The model's share of a training step: forward, backward and AdamW step on one real batch, per model.
 
-    python -m asr.tools.bench_step [--model PATH ...] [--config small medium] [--seconds 40] [--threads 2]
-                                   [--set window=100 chunk=24]
+    python scripts/bench/step.py [--model PATH ...] [--config small medium] [--seconds 40] [--threads 2]
+                                 [--set window=100 chunk=24]
 
 Builds one length-sorted batch of about --seconds of padded audio from --manifest (clean log-mel, as the
 loader would hand it over), then times --steps training steps of each model after --warmup steps and prints
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -20,17 +21,19 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
-from asr import cli
-from asr.features import Fbank
-from asr.audio import load_audio
-from asr.manifest import read_manifest
-from asr.model.encoder import Encoder, EncoderConfig
-from asr.model.loader import load_config
-from asr.text import normalize
-from asr.tokenizer import Tokenizer
-from asr.training.data import collate
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run as a script: this checkout's asr
+from asr import cli  # noqa: E402
+from asr.audio.files import load_audio  # noqa: E402
+from asr.corpus.manifest import read_manifest  # noqa: E402
+from asr.features import Fbank  # noqa: E402
+from asr.model.encoder import Encoder, EncoderConfig  # noqa: E402
+from asr.model.loader import load_config  # noqa: E402
+from asr.text.normalize import normalize  # noqa: E402
+from asr.text.tokenizer import Tokenizer  # noqa: E402
+from asr.training.data import collate  # noqa: E402
 
-CONF = Path(__file__).resolve().parents[2] / "conf" / "model"
+CONF = ROOT / "conf" / "model"
 
 
 def batch(manifest: Path, seconds: float, tokenizer: Tokenizer) -> dict[str, torch.Tensor]:

@@ -12,12 +12,12 @@ labels a reader would want on them are carried over a Levenshtein alignment of t
     reference sentence is lower case where it no longer begins one (but for I, I'M, ...; a proper
     noun that began a reference sentence is taken for an ordinary word here, a rare miss).
 
-The same rules label the simulated recognition errors of training (`asr.restore.noise`), the real
+The same rules label the simulated recognition errors of training (`asr.text.restore.noise`), the real
 recognizer outputs of training audio, and the held-out audio the restorer is scored on.
 """
 from __future__ import annotations
 
-from asr.restore.labels import CAPITAL, COMMA, EXCLAIM, LOWER, NONE, PERIOD, QUESTION, Labelled
+from asr.text.restore.labels import CAPITAL, COMMA, EXCLAIM, LOWER, NONE, PERIOD, QUESTION, Labelled
 
 Pair = tuple[int | None, int | None]  # (reference index, recognized index); None: inserted / deleted
 ENDS = (PERIOD, QUESTION, EXCLAIM)

@@ -13,7 +13,7 @@ import unicodedata
 from typing import Sequence
 from dataclasses import dataclass
 
-from asr.text import normalize
+from asr.text.normalize import normalize
 
 CASES = ("lower", "capital", "upper")
 MARKS = ("", ".", ",", "?", "!")

@@ -12,7 +12,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from asr.restore.labels import MARKS, Labelled, baseline
+from asr.text.restore.labels import MARKS, Labelled, baseline
 
 SCORED = {".": "period", ",": "comma", "?": "question", "!": "exclaim"}
 

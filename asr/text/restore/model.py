@@ -4,10 +4,10 @@
 
 Id 0 pads, id 1 is any word outside the vocabulary; the vocabulary (a list of normalised words, index =
 id) is stored with the weights. With `pause_buckets` > 0 each word also gets an embedding of the pause
-before it (`asr.restore.labels.pause_ids`: unknown, first word, or a bin of seconds), concatenated to its
+before it (`asr.text.restore.labels.pause_ids`: unknown, first word, or a bin of seconds), concatenated to its
 word embedding; a network without (`pause_buckets` 0, the files of format v1) takes ids only. One safetensors file holds weights, config and vocabulary (no pickles);
 `export_onnx` writes the same network as one ONNX graph with config and vocabulary in its metadata, for
-the torch-free runtime (`asr.restore.restorer`).
+the torch-free runtime (`asr.text.restore.restorer`).
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 from torch import Tensor, nn
 
-from asr.restore.labels import CASES, MARKS, NO_PAUSE
-from asr.restore.restorer import FORMAT, FORMAT_PAUSES, FORMATS, UNKNOWN, RestorerError
+from asr.text.restore.format import FORMAT, FORMAT_PAUSES, FORMATS, UNKNOWN, RestorerError
+from asr.text.restore.labels import CASES, MARKS, NO_PAUSE
 
 PAD = 0
 OPSET = 17
@@ -34,7 +34,7 @@ class RestorerConfig:
     hidden: int = 96  # GRU units per direction
     layers: int = 2
     dropout: float = 0.1
-    pause_buckets: int = 0  # pause ids embedded (asr.restore.labels.PAUSE_BUCKETS); 0: no pause input
+    pause_buckets: int = 0  # pause ids embedded (asr.text.restore.labels.PAUSE_BUCKETS); 0: no pause input
     pause_dim: int = 8  # pause embedding size
 
 

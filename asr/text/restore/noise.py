@@ -3,7 +3,7 @@
 `Confusions` finds, for a word, words that look or sound alike (one letter deleted from each gives
 the same string, or the same consonant skeleton: THEIR / THERE, WEIGHING / WHEN ...). `corrupt` makes a
 noisy copy of a labelled sentence: words deleted (function words more often), substituted by a
-confusable word, occasionally a short word inserted; its labels are carried as `asr.restore.align`
+confusable word, occasionally a short word inserted; its labels are carried as `asr.text.restore.align`
 carries them onto real recognizer output. `Pauses` samples the pause before each word from empirical
 distributions that depend on the mark before it (none, comma, sentence end), estimated from the
 recognizer's output of training audio (recipes/restorer/asr_outputs.py), with a per-item tempo.
@@ -16,8 +16,8 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from asr.restore.align import Pair, carry, strength
-from asr.restore.labels import Labelled
+from asr.text.restore.align import Pair, carry, strength
+from asr.text.restore.labels import Labelled
 
 FUNCTION = frozenset("A AN THE OF TO IN ON AT AND OR BUT IS ARE WAS WERE BE BEEN IT HE SHE WE THEY I YOU HIS HER "
                      "THEIR ITS THAT THIS FOR WITH AS BY FROM HAD HAS HAVE DO DID NOT SO IF THEN THAN".split())

@@ -4,7 +4,7 @@
     restorer.restore("WHERE ARE YOU GOING")   # "Where are you going?"
     restorer.restore(final_text, pauses)      # with the seconds before each word (from the word times)
 
-Either backend runs the same network (`asr.restore.model`): torch from the safetensors file, or
+Either backend runs the same network (`asr.text.restore.model`): torch from the safetensors file, or
 onnxruntime from its ONNX export (no torch). The output has one token per input word (the word in its
 case, with its mark attached), so word timestamps still line up with it. A restorer trained with pauses
 (format v2) also reads the pause before each word where it is given; one without (v1) ignores them.
@@ -17,19 +17,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from asr.model.backend import installed, needs_train_extra
+from asr.model.errors import installed, needs_train_extra
 from asr.pretrained import bundled
-from asr.restore.labels import pause_ids, render
+from asr.text.restore.format import FORMATS, UNKNOWN, RestorerError
+from asr.text.restore.labels import pause_ids, render
 
-FORMAT = "asr-restorer-v1"  # ids only
-FORMAT_PAUSES = "asr-restorer-v2"  # ids and the pause before each word
-FORMATS = (FORMAT, FORMAT_PAUSES)
-UNKNOWN = 1
 FILES = {"torch": "restorer.safetensors", "onnx": "restorer.onnx"}
-
-
-class RestorerError(ValueError):
-    """A restorer file that cannot be used; the message names the file and the reason."""
 
 
 Run = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -44,7 +37,7 @@ class Restorer:
         self.run, self.backend, self.path, self.uses_pauses = run, backend, path, uses_pauses
 
     def labels(self, words: list[str], pauses: Sequence[float] | None = None) -> tuple[list[int], list[int]]:
-        """Each word's case class and following mark (asr.restore.labels.CASES / MARKS ids); `pauses`: the
+        """Each word's case class and following mark (asr.text.restore.labels.CASES / MARKS ids); `pauses`: the
         seconds before each word (the first is not used), None where unknown."""
         if not words:
             return [], []
@@ -63,7 +56,7 @@ class Restorer:
 def _torch_run(path: Path, threads: int) -> tuple[list[str], Run, bool]:
     import torch
 
-    from asr.restore.model import load_restorer_file
+    from asr.text.restore.model import load_restorer_file
 
     net, vocab, _ = load_restorer_file(path)
 

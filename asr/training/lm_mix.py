@@ -6,10 +6,10 @@ over the union of the two vocabularies: a word that one model does not know has 
 (each model is a distribution over its own words and <unk>, so the mixture is one over their union
 and <unk>). Every n-gram listed in either model is listed in the mixture with exactly that probability
 (each side computed with its own back-offs); every listed history gets the back-off weight that makes
-p(. | h) sum to one again (`asr.tools.lm.renormalise`), so a reader that backs off (KenLM) sees a
+p(. | h) sum to one again (`asr.training.lm.renormalise`), so a reader that backs off (KenLM) sees a
 proper distribution for every history. This is how SRILM's `ngram -mix-lm` writes a static mixture.
 
-    python -m asr.tools.lm_mix A.arpa B.arpa --weight 0.3 --out mixed.arpa   (weight: A's share)
+    python -m asr.training.lm_mix A.arpa B.arpa --weight 0.3 --out mixed.arpa   (weight: A's share)
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asr import cli
-from asr.tools.lm import BOS, UNK, arpa_text, lower_prob, renormalise
+from asr.training.lm import BOS, UNK, arpa_text, lower_prob, renormalise
 
 
 class ArpaError(ValueError):
@@ -115,8 +115,9 @@ def mix_arpa(a: str | Path, b: str | Path, weight: float, out: str | Path) -> Ba
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr.tools.lm_mix", description=__doc__.split("\n\n")[0])
-    parser.add_argument("a", type=Path, help="the first ARPA model (e.g. one of your own text: python -m asr.tools.lm)")
+    parser = argparse.ArgumentParser(prog="python -m asr.training.lm_mix", description=__doc__.split("\n\n")[0])
+    parser.add_argument("a", type=Path,
+                        help="the first ARPA model (e.g. one of your own text: python -m asr.training.lm)")
     parser.add_argument("b", type=Path, help="the second (e.g. asr/pretrained/default.arpa)")
     parser.add_argument("--weight", type=cli.finite_float, default=0.5, help="the first model's share, 0-1 (default 0.5)")
     parser.add_argument("--out", type=Path, required=True, help="the ARPA file to write")
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mixed = mix_arpa(args.a, args.b, args.weight, args.out)
     except (ArpaError, ValueError, OSError) as err:
-        print(f"asr.tools.lm_mix: error: {err}", file=sys.stderr)
+        print(f"asr.training.lm_mix: error: {err}", file=sys.stderr)
         return 1
     sizes = ", ".join(f"{len(mixed.probs[n]) + (n == 1)} {n}-grams" for n in range(1, mixed.order + 1))
     print(f"{args.out}: {sizes}", file=sys.stderr)

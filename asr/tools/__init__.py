@@ -1,1 +1,0 @@
-"""Developer tools beside the recognizer: building and tuning the word LM, the attention benchmark."""

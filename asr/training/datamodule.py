@@ -1,0 +1,50 @@
+"""The training and validation loaders of a run: its sources read once, each training utterance's augmentation
+variants rendered before fitting where the config asks for them (`asr.training.variants`), and the teacher's
+cached frames beside the training batches when a run distils (`asr.training.teacher`)."""
+from __future__ import annotations
+
+import functools
+
+import lightning as L
+from torch.utils.data import DataLoader
+
+from asr.corpus.manifest import Utterance
+from asr.text.tokenizer import Tokenizer
+from asr.training.data import BucketBatchSampler, DataConfig, SpeechDataset, collate, load_sources
+from asr.training.variants import VariantStore
+
+
+class SpeechDataModule(L.LightningDataModule):
+    def __init__(self, cfg: DataConfig, tokenizer: Tokenizer, teacher_dir: str | None = None):
+        super().__init__()
+        self.cfg, self.tokenizer, self.teacher_dir = cfg, tokenizer, teacher_dir
+        self.train_utts = load_sources(cfg.train, cfg.max_duration)
+        self.valid_utts = load_sources(cfg.valid)
+
+    @functools.cached_property
+    def variant_store(self) -> VariantStore | None:
+        """The training set's rendered augmentation variants (None: augment on the fly)."""
+        if not self.cfg.variants:
+            return None
+        return VariantStore(self.cfg.variants_dir, self.cfg.variants, self.cfg.augment, self.cfg.features)
+
+    def prepare_data(self) -> None:
+        """Render the training set's augmentation variants once (Lightning calls this on one process a node)."""
+        if (store := self.variant_store) is not None:
+            store.build([u.audio for u in self.train_utts], self.cfg.variants_workers)
+
+    def _loader(self, utts: list[Utterance], train: bool) -> DataLoader:
+        from asr.training.teacher import TeacherCache  # noqa: PLC0415 (torch and the Whisper reader: only if asked)
+
+        teacher = TeacherCache(self.teacher_dir) if train and self.teacher_dir else None
+        dataset = SpeechDataset(utts, self.tokenizer, self.cfg.augment if train else None, self.cfg.cache_features,
+                                self.variant_store if train else None, self.cfg.features, teacher)
+        sampler = BucketBatchSampler([u.duration for u in utts], self.cfg.max_batch_seconds, shuffle=train)
+        return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
+                          persistent_workers=self.cfg.num_workers > 0)
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader(self.train_utts, train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader(self.valid_utts, train=False)
