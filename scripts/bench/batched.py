@@ -127,14 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manifest", type=Path, default=DEV, help="utterances to transcribe (default: speechocean762 dev)")
     parser.add_argument("--limit", type=int, default=500, help="its first N files (default 500)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks", help="where batched.json and batched.md go")
-    quiet.add_allow_load(parser)
-    args = parser.parse_args(argv)
+    args = quiet.parse_guarded(parser, argv, "batched")
     if not args.manifest.is_file():
         parser.error(f"{args.manifest}: no such manifest")
-    load = quiet.guard(args.allow_load, args.out, "batched")
     machine = quiet.machine()
     with tempfile.TemporaryDirectory() as folder:
-        results = {**measure(args.manifest, args.limit, Path(folder)), "load_at_start": load, "machine": machine}
+        results = {**measure(args.manifest, args.limit, Path(folder)), "load_at_start": args.load, "machine": machine}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "batched.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "batched.md").write_text(markdown(results))

@@ -177,10 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415
-
-    quiet.add_allow_load(p)
-    args = p.parse_args(argv)
-    quiet.guard(args.allow_load, args.out, "ceiling")  # committed figures: only on a quiet machine
+    args = quiet.parse_guarded(p, argv, "ceiling")  # committed figures: only on a quiet machine
     if min(args.rows) < 1 or args.clients < 1 or min(args.seconds, args.socket_seconds) < 1:
         p.error("--rows and --clients must be >= 1, --seconds and --socket-seconds >= 1")
     machine = quiet.machine()

@@ -88,10 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415
-
-    quiet.add_allow_load(parser)
-    args = parser.parse_args(argv)
-    quiet.guard(args.allow_load, args.out, "confidence")  # committed figures: only on a quiet machine
+    args = quiet.parse_guarded(parser, argv, "confidence")  # committed figures: only on a quiet machine
     utterances = read_manifest(DEV)[: args.limit or None]
     began = time.strftime("%Y-%m-%d %H:%M")
     lines = ["# Word confidences on speechocean762 dev", "",
@@ -102,9 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, options in (("beam search with the word LM (the default)", {}), ("greedy", {"greedy": True})):
         scored = scored_words(asr.load(restore=False, **options), utterances)
         lines += section(name, *scored)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "confidence.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    quiet.write_page(args.out, "confidence", lines)
     return 0
 
 

@@ -95,10 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415
-
-    quiet.add_allow_load(p)
-    a = p.parse_args(argv)
-    quiet.guard(a.allow_load, a.out, "hotwords")  # committed figures: only on a quiet machine
+    a = quiet.parse_guarded(p, argv, "hotwords")  # committed figures: only on a quiet machine
     voices = [v for v in TRAIN_VOICES[:a.voices] + HELD_OUT_VOICES[:a.held_out_voices]]
     for lang, variant in voices:
         held = E.is_held_out(E.Voice("espeak", f"espeak-{lang}-{variant}", (lang, variant)))

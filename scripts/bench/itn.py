@@ -57,10 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415
-
-    quiet.add_allow_load(parser)
-    args = parser.parse_args(argv)
-    quiet.guard(args.allow_load, args.out, "itn")  # committed figures: only on a quiet machine
+    args = quiet.parse_guarded(parser, argv, "itn")  # committed figures: only on a quiet machine
     written = WrittenForm()
     began = time.perf_counter()
     written("one")
@@ -97,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(finals)} check-set sentences as finals: median {statistics.median(times):.3f} ms, p95 "
               f"{times[int(0.95 * (len(times) - 1))]:.3f} ms, max {times[-1]:.2f} ms per final; the grammar's "
               f"first load {load_ms:.0f} ms.", ""]
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "itn.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    quiet.write_page(args.out, "itn", lines)
     return 0
 
 

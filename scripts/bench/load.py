@@ -47,10 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415
-
-    quiet.add_allow_load(parser)
-    args = parser.parse_args(argv)
-    quiet.guard(args.allow_load, args.out, "load")  # committed figures: only on a quiet machine
+    args = quiet.parse_guarded(parser, argv, "load")  # committed figures: only on a quiet machine
     examples = [load_audio(p) for p in sorted((ROOT / "asr" / "examples").glob("*.flac"))]
     wave = np.concatenate(examples * (int(args.seconds * SAMPLE_RATE) // sum(map(len, examples)) + 1))
     rows = []

@@ -1,8 +1,9 @@
 """The load guard every benchmark that writes committed figures runs first: the figures in benchmarks/ are
 measured with nothing else on the machine.
 
-    quiet.add_allow_load(parser)                    # --allow-load
-    load = quiet.guard(args.allow_load, args.out)   # the 1-minute load at the start, recorded beside the figures
+    args = quiet.parse_guarded(parser, argv, "tool")  # adds --allow-load, then guards args.out
+    args.load                                         # the 1-minute load at the start, recorded beside the figures
+    quiet.write_page(args.out, "tool", lines)         # the Markdown page, written and printed
 
 `machine()` names the processor the figures come from and measures its speed: machines that describe themselves alike
 ("2 cores of AMD EPYC") have differed by up to 3x from one day to the next, so every figure carries both.
@@ -75,3 +76,19 @@ def guard(allow_load: bool, out: Path, tool: str = "benchmark") -> float:
               file=sys.stderr)
         sys.exit(2)
     return load
+
+
+def parse_guarded(parser: argparse.ArgumentParser, argv: list[str] | None, tool: str) -> argparse.Namespace:
+    """`parser`'s arguments, --allow-load added, once `guard` has let them write to their --out: what a benchmark
+    writing committed figures does first. `args.load` is the load at the start."""
+    add_allow_load(parser)
+    args = parser.parse_args(argv)
+    args.load = guard(args.allow_load, args.out, tool)
+    return args
+
+
+def write_page(out: Path, name: str, lines: list[str]) -> None:
+    """The Markdown page `name`.md of `lines` written into the folder `out` (made if missing), and printed."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.md").write_text("\n".join(lines))
+    print("\n".join(lines))
