@@ -159,7 +159,7 @@ def test_the_rows_score_librispeech_dev_where_the_data_root_has_it(tmp_path):
     old_root = tmp_path / "old"
     (old_root / "speechocean762").mkdir(parents=True)
     assert "libri_dev_beam" not in carry.score_sets(old_root, tmp_path) and "dev_beam" in carry.score_sets(old_root, tmp_path)
-    progress = tmp_path / "progress.jsonl"
+    progress = tmp_path / "a_new_arm" / "progress.jsonl"  # its folder is made on the first write
     carry.write_reference(progress, {"dev_beam": 48.0, "libri_dev_beam": 60.0, "synthetic_check_beam": 47.0,
                                      "kokoro_check_beam": 38.0, "fsdd_beam": 1.6})
     better = {"dev_beam": 47.0, "synthetic_check_beam": 46.0, "kokoro_check_beam": 37.0, "fsdd_beam": 1.2}

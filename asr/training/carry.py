@@ -33,6 +33,7 @@ STATE_BUDGET_BYTES = 40_000_000  # what one period may commit: a bigger model ca
 
 def _write_text(path: Path, text: str) -> None:
     """Write `text` to `path` atomically: a cut-off write leaves the old file whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     partial.write_text(text)
     os.replace(partial, path)
