@@ -18,7 +18,7 @@ import torch
 import asr
 from asr import transcribe
 from asr.finetune import main
-from asr.training.finetune import split_rows
+from asr.training.finetune.split import split_rows
 from conftest import tone, write
 from helpers import ROOT
 

@@ -76,7 +76,7 @@ class TrainConfig:
     select_by: str = "val_cer"  # validation metric that picks best.ckpt (CER tracks progress before WER moves)
     cmvn_utterances: int = 400  # training utterances used to estimate the global mean/std
     freeze: list[str] = field(default_factory=list)  # parameters whose names start with one of these do not train
-    # (e.g. ["subsampling.", "blocks.0."]: the front end and the first block; asr/training/finetune.py)
+    # (e.g. ["subsampling.", "blocks.0."]: the front end and the first block; asr/training/finetune/recipe.py)
 
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

@@ -39,7 +39,7 @@ from asr.decoding.beam import BeamConfig, WordLM  # noqa: E402
 from asr.decoding.decoder import Decoder  # noqa: E402
 from asr.model.folder import folder_lm  # noqa: E402
 from asr.pretrained import default_lm_path  # noqa: E402
-from asr.training.finetune_report import score  # noqa: E402
+from asr.training.finetune.report import score  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 SPEAKER = "8226"

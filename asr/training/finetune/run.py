@@ -1,6 +1,8 @@
-"""The fine-tuning run of `python -m asr.finetune`: train in the run folder within a time budget, stop
-cleanly on Ctrl-C, and write the result as a model folder's weights and ONNX export.
+"""The fine-tuning run of `python -m asr.finetune`: the recipe as a training config, trained in the run folder
+within a time budget, stopped cleanly on Ctrl-C, and written out as a model folder's weights and ONNX export.
 
+    steps = count_steps(durations, recipe.batch_seconds)      # of one epoch over those utterances
+    cfg = train_config(recipe, start, start_cfg, run_dir, train, passes, replay, steps, "cpu", 2, 1)
     outcome = fine_tune(cfg, minutes=20, total_hours=1.5)     # Trained(...), or None when interrupted
     export_weights(cfg.run_dir, DIR)                           # DIR/model.safetensors, from the final state
     export_onnx_folder(DIR)                                    # DIR/onnx/
@@ -17,17 +19,52 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import lightning as L
+from omegaconf import DictConfig, OmegaConf
 
 from asr.features import FbankConfig
+from asr.model.config import EncoderConfig
 from asr.model.folder import ONNX, WEIGHTS
+from asr.training.config import TrainConfig
+from asr.training.data import AugmentConfig, BucketBatchSampler
+from asr.training.finetune.recipe import Recipe, frozen
 from asr.training.progress import AudioBar, Budget
 from asr.training.train import export_checkpoint, train
 
 DONE = "trained.json"
 
 
+def count_steps(durations: list[float], batch_seconds: float) -> int:
+    """The optimizer steps of one epoch over utterances of these durations (the training loader's batches)."""
+    return len(BucketBatchSampler(durations, batch_seconds, shuffle=True, rank=0, world_size=1))
+
+
+def train_config(recipe: Recipe, start: str | Path, start_cfg: EncoderConfig, run_dir: Path, train_manifest: Path,
+                 passes: int, replay: Path | None, steps: int, device: str, threads: int, workers: int,
+                 seed: int = 0) -> DictConfig:
+    """The training config (an OmegaConf TrainConfig, as `python -m asr.training` composes one) of a fine-tune
+    of the model at `start` on `train_manifest` (`passes` times) and `replay`, over `steps` steps."""
+    sources = [{"manifest": str(train_manifest), "repeat": passes}] + ([{"manifest": str(replay)}] if replay else [])
+    gpu, index = device.startswith("cuda"), device.partition(":")[2]
+    overrides = {
+        "model": asdict(start_cfg), "run_dir": str(run_dir), "init_from": str(start), "seed": seed,
+        "threads": threads, "freeze": frozen(start_cfg, recipe.train_blocks), "select_by": "train_loss",
+        "checkpoint_every_steps": 50, "keep_checkpoints": 0,
+        "data": {"train": sources, "valid": [], "max_batch_seconds": recipe.batch_seconds, "num_workers": workers,
+                 "features": start_cfg.features, "augment": asdict(AugmentConfig(**recipe.augment))},
+        "optim": {"lr": recipe.lr, "warmup_steps": min(recipe.warmup_steps, max(steps // 10, 1)),
+                  "decay_steps": steps, "final_ratio": recipe.final_ratio},
+        "trainer": {"accelerator": "gpu" if gpu else "cpu", "devices": f"{index}," if index else "1",  # "N,": GPU N
+                    "precision": "bf16-mixed" if gpu else "32-true", "max_epochs": 1,
+                    "max_steps": steps, "limit_val_batches": 0, "enable_progress_bar": False,
+                    "check_val_every_n_epoch": None, "log_every_n_steps": 10},
+    }
+    return OmegaConf.merge(OmegaConf.structured(TrainConfig), overrides)
+
+
 @dataclass
 class Trained:
+    """A finished run (DIR/run/trained.json)."""
+
     steps: int
     minutes: float  # of training, over every process of the run
     audio_hours: float  # of audio trained on (each batch's frames, augmentation included)
@@ -56,7 +93,7 @@ def quiet_lightning() -> None:
         warnings.filterwarnings("ignore", message=message)
 
 
-def fine_tune(cfg, minutes: float, total_hours: float) -> Trained | None:
+def fine_tune(cfg: DictConfig, minutes: float, total_hours: float) -> Trained | None:
     """Fit (or resume) the run of `cfg` (an OmegaConf TrainConfig) for at most `minutes` of training in all;
     None when Ctrl-C stopped it (its state saved: the same call resumes). A finished run is not fitted again."""
     run_dir = Path(cfg.run_dir)

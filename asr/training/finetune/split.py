@@ -1,16 +1,9 @@
-"""Fine-tuning a trained model on a small corpus of your own: the data and the held-out split.
+"""The held-out test split of a fine-tune: the recordings scored before and after, never trained on.
 
-`python -m asr.finetune` (asr/finetune.py) runs the steps; this module and `finetune_recipe` hold what
-they decide (this one without torch, so checking the data is quick):
-
-- `input_rows`: manifest rows for DATA (a folder of audio with transcripts beside it, a CSV/TSV table, or a
-  manifest), built and checked by the rules of `python -m asr.manifest` (asr/corpus/build.py), which reports what
-  it leaves out one line each.
-- `split_rows`: a held-out test split: whole speakers where there are several (the model is then scored on
-  voices it was not fine-tuned on), else single recordings; seeded, so the same data splits the same way.
-- `replay_rows`: a share of the original training mixture (speechocean762, LibriSpeech, FSDD manifests under
-  a data root, where they are), mixed into every epoch so the model keeps general speech.
-- `asr.training.finetune_recipe`: the small-data recipe as a training config.
+`split_rows` holds out whole speakers where there are several (the model is then scored on voices it was not
+fine-tuned on), else single recordings; seeded, so the same data splits the same way. `given_split` tests on
+the --test recordings instead. Either is refused (`SplitError`) when the test side is too small to show a
+change of a few points of WER, or nothing is left to train on. No torch.
 """
 from __future__ import annotations
 
@@ -18,40 +11,17 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from asr.corpus.build import DELIMITERS, BuildError, Report, folder_rows, manifest_row, table_rows
-from asr.corpus.manifest import read_manifest, relative_audio
-
 MIN_TEST_UTTERANCES = 10  # fewer cannot show a change of a few points of WER
-LR = 3.0e-4  # the recipe's peak learning rate: a fifth of the first training's, so the weights move toward the
-# new speech and no further
-REPLAY_SHARE = 0.5  # of each epoch's audio, from the original mixture (where it is found)
-# The original mixture's real speech, relative to a data root (../shared/data here): (manifest, split).
-REPLAY_SOURCES = (("speechocean762/train.jsonl", ""), ("librispeech/train-clean-5.jsonl", ""),
-                  ("fsdd/fsdd.jsonl", "train"))
 
 
 class SplitError(ValueError):
     """Data that cannot be split into a training and a test set worth measuring; one line."""
 
 
-def input_rows(data: Path, out_dir: Path, report: Report) -> list[dict]:
-    """Manifest rows (audio relative to `out_dir`) for DATA: a folder, a .csv/.tsv table or a .jsonl manifest,
-    each row checked as `python -m asr.manifest` checks it (unreadable audio, empty text: reported and left
-    out). BuildError for input that cannot be used at all; ManifestError for a broken manifest line."""
-    if data.is_dir():
-        return folder_rows(data, out_dir, report)
-    if data.suffix.lower() in DELIMITERS:
-        return table_rows(data, out_dir, report)
-    if data.suffix.lower() == ".jsonl":
-        return [row for u in read_manifest(data)
-                if (row := manifest_row(u.audio, u.text, u.speaker, out_dir, report)) is not None]
-    if not data.exists():
-        raise BuildError(f"{data}: no such folder or file")
-    raise BuildError(f"{data}: not a folder of recordings, a .csv/.tsv table or a .jsonl manifest")
-
-
 @dataclass
 class Split:
+    """The manifest rows to fine-tune on and those held out to score on."""
+
     train: list[dict]
     test: list[dict]
     by: str  # "speaker", "recording" or "given" (--test MANIFEST)
@@ -65,6 +35,7 @@ class Split:
 
 
 def minutes(rows: list[dict]) -> float:
+    """The minutes of audio in these manifest rows."""
     return sum(row["duration"] for row in rows) / 60
 
 
@@ -108,6 +79,7 @@ def given_split(train: list[dict], test: list[dict], out_dir: Path) -> Split:
 
 
 def check_split(split: Split) -> None:
+    """SplitError when the test side is too small to measure a change, or nothing is left to train on."""
     if len(split.test) < MIN_TEST_UTTERANCES:
         raise SplitError(f"only {len(split.test)} test utterances held out ({split.by}): at least "
                          f"{MIN_TEST_UTTERANCES} are needed to measure what fine-tuning gains; record more, "
@@ -115,25 +87,3 @@ def check_split(split: Split) -> None:
     if not split.train:
         raise SplitError("no utterance is left to fine-tune on once the test split is held out")
 
-
-def replay_rows(root: Path, seconds: float, out_dir: Path, avoid: set[Path], seed: int = 0,
-                max_duration: float = 20.0) -> list[dict]:
-    """About `seconds` of utterances drawn at random from the replay manifests found under `root` (none found:
-    []), as rows relative to `out_dir`; never a recording in `avoid` (the user's own, resolved paths)."""
-    pool = []
-    for manifest, split in REPLAY_SOURCES:
-        if (root / manifest).is_file():
-            pool += [u for u in read_manifest(root / manifest, split, durations=True)
-                     if u.duration <= max_duration and u.audio.resolve() not in avoid]
-    if not pool or seconds <= 0:
-        return []
-    random.Random(seed).shuffle(pool)
-    rows, total = [], 0.0
-    while total < seconds:  # a pool smaller than the share asked for is repeated
-        for utt in pool:
-            if total >= seconds:
-                break
-            rows.append({"audio": relative_audio(utt.audio, out_dir), "duration": utt.duration, "text": utt.text,
-                         "speaker": utt.speaker})
-            total += utt.duration
-    return rows
