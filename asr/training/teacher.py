@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from asr.audio.files import load_audio
 from asr.features import Fbank, FbankConfig
-from asr.training.whisper import encoder_shape, load_ct2
+from asr.training.whisper import encoder_shape, encoder_weights, load_ct2
 
 POOL = 2  # teacher frames (20 ms) per student frame (40 ms)
 
@@ -66,7 +66,9 @@ class WhisperTeacher(nn.Module):
         self.norm = nn.LayerNorm(d)
         self.register_buffer("positions", torch.from_numpy(np.array(variables["encoder/position_encodings/encodings"],
                                                                     np.float32)))
-        self.load_state_dict(_state(variables, len(self.blocks)), strict=False)
+        missing, unexpected = self.load_state_dict(_state(variables), strict=False)
+        if [m for m in missing if m != "positions"] or unexpected:
+            raise ValueError(f"{source}: not Whisper's encoder as the teacher reads it ({missing + unexpected})")
         self.eval().requires_grad_(False)
         self.fbank = Fbank(replace(FbankConfig.of("whisper"), whisper_floor=-1e9))
 
@@ -99,20 +101,15 @@ class WhisperTeacher(nn.Module):
         return pooled.numpy().astype(np.float16)
 
 
-def _state(variables: dict[str, np.ndarray], n_layers: int) -> dict[str, Tensor]:
-    pairs = {"conv1": "encoder/conv1", "conv2": "encoder/conv2", "norm": "encoder/layer_norm"}
-    for i in range(n_layers):
-        source = f"encoder/layer_{i}"
-        pairs.update({f"blocks.{i}.attn_norm": f"{source}/self_attention/layer_norm",
-                      f"blocks.{i}.qkv": f"{source}/self_attention/linear_0",
-                      f"blocks.{i}.out": f"{source}/self_attention/linear_1",
-                      f"blocks.{i}.ff_norm": f"{source}/ffn/layer_norm",
-                      f"blocks.{i}.ff.0": f"{source}/ffn/linear_0", f"blocks.{i}.ff.2": f"{source}/ffn/linear_1"})
+def _state(variables: dict[str, np.ndarray]) -> dict[str, Tensor]:
+    """Whisper's encoder tensors under the teacher's names: `encoder_weights`' mapping onto `Encoder`, renamed
+    where the teacher's modules differ (no subsampling wrapper, no attention submodule, no dropout in its MLP)."""
     state = {}
-    for ours, theirs in pairs.items():
-        norm = ours.endswith("norm")
-        for name, their_name in (("weight", "gamma" if norm else "weight"), ("bias", "beta" if norm else "bias")):
-            state[f"{ours}.{name}"] = torch.from_numpy(np.array(variables[f"{theirs}/{their_name}"], np.float32))
+    for name, array in encoder_weights(variables).items():
+        if name.startswith("cmvn."):  # the teacher reads Whisper's own log-mel, unnormalised
+            continue
+        name = name.removeprefix("subsampling.").replace(".attn.", ".").replace(".ff.3.", ".ff.2.")
+        state[name] = torch.from_numpy(array)
     return state
 
 
