@@ -335,6 +335,13 @@ def test_the_ab_table_and_curve_come_from_the_arms_rows(tmp_path, monkeypatch):
          "kokoro_check_beam": 38.76}))
     assert ab.main(["--benchmarks", str(tmp_path)]) == 0  # the shipped model's row heads the table
     assert "| the shipped model (2026-11-27) | | | | | 72.9 | 48.7 | 38.8 | 48.0 | 1.6 |" in readme.read_text()
+    monkeypatch.setattr(ab, "export_cost", lambda onnx_dir, manifest, limit: {
+        "chunk_p95_ms": 10.0, "rtf": 0.01, "onnx_mb": 27.6, "peak_rss_mb": 160.0, "dir": str(onnx_dir)})
+    assert ab.main(["--benchmarks", str(tmp_path), "--cost", "--arms", "d", "--shipped-onnx", "old", "--allow-load"]) == 0
+    costs = json.loads((tmp_path / "ab" / "cost.json").read_text())
+    assert set(costs) == {"b", "d", "shipped"} and costs["shipped"]["dir"] == "old"  # measured in the same run
+    assert "| the shipped model (2026-11-27) | | | | | 72.9 | 48.7 | 38.8 | 48.0 | 1.6 | 10.0 | 0.010 | 27.6 | 160 |" \
+        in readme.read_text()
     readme.write_text("no markers")
     with pytest.raises(SystemExit):
         ab.main(["--benchmarks", str(tmp_path)])

@@ -85,8 +85,8 @@ def test_batched_streams_equal_each_stream_alone(default_export):
     _, fresh = run_stream(onnx_model, feats[1:2], 13)
     batched, outs = onnx_model.stack_states(states), []
     for start in range(0, 400, 13):
-        logprobs, batched = onnx_model.step(feats[:, start:start + 13], batched)
-        outs.append(logprobs)
+        logprobs, batched = onnx_model.step(feats[:, start:start + 13], batched, final=start + 13 >= 400)
+        outs.append(logprobs)  # final: a lookahead model computes its last, partial chunk
     together = np.concatenate(outs, axis=1)
     np.testing.assert_allclose(together[0:1], alone[0], atol=1e-4, rtol=0)
     np.testing.assert_allclose(together[2:3], alone[2], atol=1e-4, rtol=0)
@@ -203,7 +203,7 @@ def test_runtime_never_imports_torch(default_export):
             "import numpy as np\n"
             "from asr.model.backend import load_backend\n"
             f"model, tokenizer, info = load_backend({str(folder)!r}, backend='onnx')\n"
-            "logprobs, state = model.step(np.zeros((1, 40, 80), np.float32), model.initial_state())\n"
+            "logprobs, state = model.step(np.zeros((1, 40, 80), np.float32), model.initial_state(), final=True)\n"
             "assert logprobs.shape == (1, 10, model.cfg.vocab_size), logprobs.shape\n"
             "assert not any(m == 'torch' or m.startswith('torch.') for m in sys.modules if sys.modules[m])\n"
             "print('ok')\n")

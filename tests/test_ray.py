@@ -14,6 +14,7 @@ from typing import Iterator
 import pytest
 
 from asr import transcribe
+from asr.decoding.beam import BeamConfig
 from conftest import tone, write
 from helpers import ROOT
 
@@ -120,7 +121,7 @@ def test_a_stopped_job_resumes_without_redoing_finished_shards(finished: tuple[P
 
 
 @pytest.mark.parametrize("changed,differs", [(["--greedy"], "options.greedy"),
-                                             (["--lm-weight", "1.5"], "options.lm_weight"),
+                                             (["--lm-weight", f"{BeamConfig().lm_weight + 1:g}"], "options.lm_weight"),
                                              (["--shard-rows", "3"], "shard_rows")])
 def test_a_changed_job_is_refused(finished: tuple[Path, str], inputs: list[str], cluster: Cluster, changed: list[str],
                                   differs: str, capsys) -> None:

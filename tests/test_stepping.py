@@ -106,3 +106,20 @@ def test_an_early_step_waits_for_quiet(after: float, early: bool) -> None:
         assert step is not None and step[1] is False and stepper.stepped == 8000 + 2 * GRID
     else:
         assert step is None and stepper.stepped == 8000
+
+
+def test_a_lookahead_models_frames_are_due_once_their_chunk_has_arrived(tmp_path: Path) -> None:
+    """samples_for_frames(final=False), which places the early steps, counts the whole lookahead chunk holding
+    the frame: one sample short of it, `step` has returned only the chunks before."""
+    from asr.model.config import EncoderConfig
+    from asr.model.loader import random_model, save_model
+    from asr.model.torch_backend import load_torch
+    encoder, tokenizer, _ = random_model(EncoderConfig(d_model=32, n_layers=2, n_heads=2, window=16, chunk=4))
+    save_model(tmp_path / "m.safetensors", encoder, tokenizer)
+    recognizer = Recognizer(*load_torch(tmp_path / "m.safetensors"))
+    need = recognizer.samples_for_frames(5, final=False)
+    assert need == recognizer.samples_for_frames(8) > recognizer.samples_for_frames(5)
+    wave = (0.1 * np.random.default_rng(0).standard_normal(need)).astype(np.float32)
+    first, state = recognizer.step(wave[:-1], recognizer.initial_state())
+    rest, _ = recognizer.step(wave[-1:], state)
+    assert (first.shape[0], rest.shape[0]) == (4, 4)

@@ -56,8 +56,8 @@ class ScriptedRecognizer(Recognizer):
     def finish(self, state: StreamState) -> tuple[np.ndarray, StreamState]:
         return self.step(self.tail, state)
 
-    def samples_for_frames(self, frames: int) -> int:
-        return frames * FRAME
+    def samples_for_frames(self, frames: int, final: bool = True) -> int:
+        return frames * FRAME  # no lookahead: whether the stream ends does not matter
 
 
 def script(*parts: tuple[str, float]) -> np.ndarray:

@@ -44,8 +44,9 @@ class LMError(ValueError):
 @dataclass
 class BeamConfig:
     beam_size: int = 128  # hypotheses kept per frame
-    lm_weight: float = 2.0  # weight and word score tuned on speechocean762 dev for the bundled model and LM
-    word_score: float = 0.0  # (python -m asr.training.tune_lm, 2026-11-27: 48.73% WER; 49.04 at 2.5 / 0)
+    lm_weight: float = 1.5  # weight and word score tuned for the bundled model and LM on both dev sets, the
+    word_score: float = 0.0  # lowest mean WER (python -m asr.training.tune_lm, 2026-12-02): speechocean762 dev
+    # 48.16 and LibriSpeech dev-clean-2 53.95 at 1.5 / 0; 47.25 / 55.98 at 2.0; 49.39 / 53.50 at 1.25
     lexicon_words: int | None = 20000  # the LM's most probable words that the search may output (None: all).
     # On speechocean762 dev (2026-11-25) 10k, 20k and 30k of the bundled LM's 39657 words all gave 54.19% WER
     # against 54.23% for all of them; the lexicon's trie is most of the search's memory, so 20k halves it.

@@ -249,4 +249,4 @@ def emissions(recognizer: Recognizer, chunks: Iterable[np.ndarray], decoder: Dec
 def due_sample(recognizer: Recognizer, segmenter: Segmenter) -> int | None:
     """The stream position (samples) at which the open segment's final may be due (`Segmenter.due`)."""
     frame = segmenter.due()
-    return None if frame is None else recognizer.samples_for_frames(frame)
+    return None if frame is None else recognizer.samples_for_frames(frame, final=False)

@@ -4,7 +4,8 @@ A stream is stepped chunk by chunk (500 ms by default), a partial after each. Th
 wait for the end of the chunk in which its endpoint falls: on average a quarter of a second beyond
 the trailing silence. So between boundaries, once the open segment has decoded something, the audio
 already received is stepped as soon as it reaches the point where the endpoint may fire
-(`Segmenter.due`, in samples by `Recognizer.samples_for_frames`), rounded up to a 20 ms grid (fewer
+(`Segmenter.due`, in samples by `Recognizer.samples_for_frames`: for a model with lookahead, the end of the
+model's chunk that holds the endpoint's frame), rounded up to a 20 ms grid (fewer
 distinct step lengths for the server's batches), unless that is within 100 ms of the chunk's end
 anyway, and only if the last 200 ms before that point are quiet (no 20 ms frame louder than a tenth,
 -20 dB, of the loudest frame stepped so far): while speech goes on, the endpoint cannot fire there and

@@ -82,11 +82,16 @@ class Recognizer:
             raise ValueError(f"this model looks ahead inside chunks of {self.lookahead_ms:g} ms: "
                              f"--chunk-ms {chunk_ms:g} is shorter; use at least {self.lookahead_ms:g}")
 
-    def samples_for_frames(self, frames: int) -> int:
+    def samples_for_frames(self, frames: int, final: bool = True) -> int:
         """The fewest stream samples after which `step` has returned `frames` encoder frames in all: one
-        feature frame per full 25 ms window every 10 ms, one encoder frame per `subsampling` of them."""
+        feature frame per full 25 ms window every 10 ms, one encoder frame per `subsampling` of them. A model
+        with lookahead computes a chunk's frames once the whole chunk has arrived, or when the stream ends
+        (`final`); `final=False` counts the whole chunk holding the last of those frames."""
         if frames <= 0:
             return 0
+        chunk = self.model.cfg.chunk
+        if chunk and not final:
+            frames = -(-frames // chunk) * chunk
         cfg = self.fbank.cfg
         return cfg.win_length + (frames * self.model.cfg.subsampling - 1) * cfg.hop_length
 

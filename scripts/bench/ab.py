@@ -18,7 +18,8 @@ ONNX fp32, streamed in 500 ms chunks through the beam search with the bundled wo
 without torch, over the first --limit dev utterances (chunk compute p95: model step and search, RTF, the
 export's size, the process's peak RSS); writes benchmarks/<ab>/cost.json, whose columns the table then shows.
 Run it on a quiet machine (scripts/bench/quiet.py): the shapes fix the cost, so once per arm is enough (--arms
-measures only those arms and keeps the others' rows).
+measures only those arms and keeps the others' rows). `--shipped-onnx DIR` measures the shipped model's export
+in DIR the same way, in the same run, for the shipped row: the arms' costs are judged as ratios to it.
 """
 from __future__ import annotations
 
@@ -116,6 +117,11 @@ def cell(row: dict, column: str) -> str:
     return f"{row[column]:.1f}" if column in row else ""  # a row scored before a set joined lacks it
 
 
+def spent_cells(cost: dict) -> str:
+    """The cost columns of one table row (empty where cost.json has no figure)."""
+    return " | ".join(f"{cost[c]:.{digits}f}" if c in cost else "" for c, _, digits in COST_COLUMNS) + " |"
+
+
 def table(ab: AB, fork: dict, arms: dict[str, list[dict]], costs: dict[str, dict], shipped: dict | None = None) -> str:
     """The arms' latest scores under the shipped model's (if given), and what their models cost where `costs`
     (cost.json) has them."""
@@ -124,13 +130,14 @@ def table(ab: AB, fork: dict, arms: dict[str, list[dict]], costs: dict[str, dict
              + " | ".join(label for _, label, _ in COST_COLUMNS) + " |",
              "|---|---:|---:|---:|---:|" + "---:|" * (len(columns) + len(COST_COLUMNS))]
     if shipped:
+        cost = costs.get("shipped", {})
         lines.append(f"| the shipped model ({shipped['date']}) | | | | | "
-                     + " | ".join(cell(shipped, c) for c, _ in columns) + " |" + " |" * len(COST_COLUMNS))
+                     + " | ".join(cell(shipped, c) for c, _ in columns) + " | " + spent_cells(cost))
     lines.append(f"| start: {ab.fork_name}'s period {ab.fork_period} | | | {fork['steps']} | | "
                  + " | ".join(cell(fork, c) for c, _ in columns) + " |" + " |" * len(COST_COLUMNS))
     for arm in ab.arms:
         letter, what, rows, cost = arm.letter, arm.what, arms[arm.letter], costs.get(arm.letter, {})
-        spent = " | ".join(f"{cost[c]:.{digits}f}" if c in cost else "" for c, _, digits in COST_COLUMNS) + " |"
+        spent = spent_cells(cost)
         if not rows:
             lines.append(f"| {letter}: {what} | 0 | | | | " + " | ".join("" for _ in columns) + " | " + spent)
             continue
@@ -168,9 +175,18 @@ def cost_worker(onnx_dir: Path, manifest: Path, limit: int) -> dict:
             "peak_rss_mb": proc_rss_mb(os.getpid(), "VmHWM")}
 
 
+def export_cost(onnx_dir: Path, manifest: Path, limit: int) -> dict:
+    """cost_worker on the export in `onnx_dir`, in a process of its own, plus the export's size."""
+    out = onnx_dir / "cost.json"
+    subprocess.run([sys.executable, __file__, "--cost-worker", str(onnx_dir), "--manifest", str(manifest),
+                    "--limit", str(limit), "--json", str(out)], check=True, cwd=ROOT)
+    cost = json.loads(out.read_text())
+    out.unlink()
+    return {**cost, "onnx_mb": (onnx_dir / "encoder.onnx").stat().st_size / 1e6}
+
+
 def measure_costs(arms: list[Arm], manifest: Path, limit: int, load: float, letters: str) -> dict[str, dict]:
-    """The latest candidate of each arm in `letters`, exported and streamed (cost_worker, a process of its own)
-    -> arm -> cost row."""
+    """The latest candidate of each arm in `letters`, exported and streamed (export_cost) -> arm -> cost row."""
     costs = {}
     for arm in arms:
         letter, state = arm.letter, arm.state
@@ -183,12 +199,8 @@ def measure_costs(arms: list[Arm], manifest: Path, limit: int, load: float, lett
         with tempfile.TemporaryDirectory() as tmp:
             subprocess.run([sys.executable, "-m", "asr.export", "--onnx", tmp, "--model", str(candidate)],
                            check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
-            out = Path(tmp) / "cost.json"
-            subprocess.run([sys.executable, __file__, "--cost-worker", tmp, "--manifest", str(manifest),
-                            "--limit", str(limit), "--json", str(out)], check=True, cwd=ROOT)
-            onnx_mb = (Path(tmp) / "encoder.onnx").stat().st_size / 1e6
             period = json.loads((ROOT / state / "state.json").read_text())["period"]
-            costs[letter] = {**json.loads(out.read_text()), "onnx_mb": onnx_mb, "period": period,
+            costs[letter] = {**export_cost(Path(tmp), manifest, limit), "period": period,
                              "date": datetime.date.today().isoformat(), "load": load}
         print(f"ab: arm {letter}: {json.dumps(costs[letter])}", flush=True)
     return costs
@@ -239,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=100, help="how many of them")
     parser.add_argument("--arms", help="the arms --cost measures (letters, default all; the others keep their rows "
                                        "in cost.json)")
+    parser.add_argument("--shipped-onnx", type=Path, metavar="DIR",
+                        help="with --cost: also measure this export as the shipped model's row (cost.json: shipped)")
     parser.add_argument("--cost-worker", type=Path, metavar="ONNX_DIR", help=argparse.SUPPRESS)
     parser.add_argument("--json", type=Path, help=argparse.SUPPRESS)
     quiet.add_allow_load(parser)
@@ -260,7 +274,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.cost:
         load = quiet.guard(args.allow_load, cost_file, "ab")
         measured = measure_costs(ab.arms, args.manifest, args.limit, load, letters)
-        costs = {arm.letter: measured.get(arm.letter, costs.get(arm.letter)) for arm in ab.arms}  # the rest: kept
+        if args.shipped_onnx:
+            measured["shipped"] = {**export_cost(args.shipped_onnx, args.manifest, args.limit),
+                                   "date": datetime.date.today().isoformat(), "load": load}
+            print(f"ab: shipped: {json.dumps(measured['shipped'])}", flush=True)
+        names = [arm.letter for arm in ab.arms] + ["shipped"]
+        costs = {name: measured.get(name, costs.get(name)) for name in names}  # the rest: kept
         costs = {letter: cost for letter, cost in costs.items() if cost}
         cost_file.write_text(json.dumps(costs, indent=1) + "\n")
     fork, arms = arm_rows(args.benchmarks, ab)

@@ -5,7 +5,7 @@
 Uses the bundled model's architecture (its config, 40 ms encoder frames; `EncoderConfig()` if no model
 ships) with random weights on random log-mel features (the cost does not depend on the values). The windowed model runs
 through `Encoder.stream` in 500 ms chunks (linear time, bounded state); the full-attention model
-runs `Encoder.forward` on the whole input, whose dense (T x T) masks and scores grow
+(strictly causal: no lookahead chunk) runs `Encoder.forward` on the whole input, whose dense (T x T) masks and scores grow
 quadratically, so it is only tried while their estimated size stays under --max-gb.
 Every measurement runs in a fresh subprocess; memory is its peak RSS (VmHWM) growth over the
 RSS it had with the model and the input features already allocated.
@@ -82,13 +82,20 @@ def _reset_peak() -> None:
         pass
 
 
+def with_window(base: EncoderConfig, window: int | None, **changes) -> EncoderConfig:
+    """`base` with another attention window; its lookahead chunk is kept where the window holds it, and dropped
+    (strictly causal) for full attention or a shorter window."""
+    chunk = base.chunk if window is not None and base.chunk <= window else 0
+    return replace(base, window=window, chunk=chunk, **changes)
+
+
 @torch.inference_mode()
 def measure(window: int | None, minutes: float, threads: int = 1, seed: int = 0,
             base: EncoderConfig | None = None) -> Measurement:
     """Run an encoder (`base`'s architecture with this window) once over `minutes` of random features."""
     torch.set_num_threads(threads)
     torch.manual_seed(seed)
-    cfg = replace(base or EncoderConfig(), window=window, dropout=0.0)
+    cfg = with_window(base or EncoderConfig(), window, dropout=0.0)
     encoder = Encoder(cfg).eval()
     feats = torch.randn(1, round(minutes * 60 * FRAMES_PER_SECOND), cfg.n_mels)
     encoder.stream(feats[:, :200], CHUNK_FRAMES)  # warm-up
@@ -152,7 +159,7 @@ def chunk_speed(window: int | None, heads: int, seconds: float = 30.0, threads: 
     median, p95, max and the real-time factor."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    cfg = replace(base or EncoderConfig(), window=window, n_heads=heads, dropout=0.0)
+    cfg = with_window(base or EncoderConfig(), window, n_heads=heads, dropout=0.0)
     encoder = Encoder(cfg).eval()
     feats = torch.randn(1, round(seconds * FRAMES_PER_SECOND), encoder.cfg.n_mels)
     state, times = encoder.initial_state(), []

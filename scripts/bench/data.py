@@ -27,6 +27,8 @@ class EvalSet:
 
 SETS = [
     EvalSet("speechocean762-dev", SHARED / "speechocean762" / "dev.jsonl", note="accented (L2) read speech, children and adults"),
+    EvalSet("librispeech-dev-clean-2", SHARED / "librispeech" / "dev-clean-2.jsonl",
+            note="native read audiobook speech, 26 speakers no training set has (Mini LibriSpeech dev)"),
     EvalSet("fsdd-test", SHARED / "fsdd" / "fsdd.jsonl", split="test", note="spoken digits, 8 kHz"),
     EvalSet("synthetic-check", ROOT / "benchmarks" / "check_sets" / "check.jsonl",
             note="held-out synthetic voices and sentences (the committed rendering)"),
