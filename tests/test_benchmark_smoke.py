@@ -162,3 +162,19 @@ def test_ceiling_bench_on_a_few_rows(tmp_path: Path) -> None:
         assert r["bound_streams"] == int(cores * 500 / served)
         assert r["bound_streams_with_clients"] == int(cores * 500 / (served + sockets["clients_cpu_ms_per_chunk"]))
     assert "| 3 |" in (tmp_path / "serve_ceiling.md").read_text()
+
+
+@pytest.mark.skipif(not SHARED_DEV.is_file(), reason="needs ../shared/data")
+def test_finals_bench_compares_two_models_at_two_trailing_silences() -> None:
+    """scripts/bench/finals.py: one row per model and trailing silence, each utterance endpointed or not."""
+    from asr.model.onnx_backend import default_onnx_dir
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "finals.py"), "--limit", "1",
+                           "--baseline", str(default_onnx_dir()), "--trailing-silence", "0.4", "0.2"],
+                          cwd=ROOT, capture_output=True, text=True, env=_env(), timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in done.stdout.splitlines()[2:]]
+    assert [(r[0] != "bundled", r[1]) for r in rows] == [(False, "0.4"), (False, "0.2"), (True, "0.4"), (True, "0.2")]
+    for row in rows:
+        median, p95 = (float(x) for x in row[2].split("/"))
+        endpointed, not_endpointed = (int(x) for x in row[3].split("/"))
+        assert 0 < median <= p95 < 3 and endpointed >= 1 and endpointed + not_endpointed <= 2

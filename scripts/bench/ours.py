@@ -17,7 +17,7 @@ from asr.audio.chunks import rechunk
 from asr.corpus.evaluation import recognize, summarize
 from asr.corpus.scoring import UttResult, score
 from asr.decoding.decoder import Decoder
-from asr.decoding.endpoint import emissions
+from asr.decoding.endpoint import EndpointConfig, emissions
 from asr.model.recognizer import Recognizer
 from asr.text.normalize import normalize
 
@@ -126,21 +126,22 @@ def endpoint_stats(delays: list[float], not_fired: int) -> dict:
 
 
 def endpoint_delays(recognizer: Recognizer, decoder: Decoder, clips: list[Clip], chunk: int,
-                    pad_s: float = PAD_S) -> tuple[list[float], int]:
+                    pad_s: float = PAD_S, cfg: EndpointConfig | None = None) -> tuple[list[float], int]:
     """End of speech -> final result through the real emission loop (asr.decoding.endpoint.emissions).
 
     Each clip is followed by `pad_s` of faint noise, as a live stream would continue; the delay is
     from the end of the segment's last word (word times) to the moment its final emission is
     ready (the chunk's delivery time plus its compute, model and decoder together, as asr.stream
     runs). Returns the delays (s) and the number of
-    utterances whose last segment was only closed by the end of the input (the endpointer never fired)."""
+    utterances whose last segment was only closed by the end of the input (the endpointer never fired).
+    `cfg`: the endpointing (default: the tools' `EndpointConfig()`)."""
     rng = np.random.default_rng(0)
     delays, not_fired = [], 0
     for clip in clips:
         pad = (1e-3 * rng.standard_normal(round(pad_s * SAMPLE_RATE))).astype(np.float32)
         wave = np.concatenate([clip.wave, pad])
         total = wave.size / SAMPLE_RATE
-        finals = [e for e in emissions(recognizer, rechunk([wave], chunk), decoder) if e.is_final and e.words]
+        finals = [e for e in emissions(recognizer, rechunk([wave], chunk), decoder, cfg) if e.is_final and e.words]
         if not finals:
             continue
         last = finals[-1]

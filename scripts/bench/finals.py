@@ -1,0 +1,75 @@
+"""End of speech -> final for two models in one run, at one or more trailing silences (a developer bench).
+
+    python scripts/bench/finals.py [--model M] [--baseline M2 --baseline-lm LM2 --baseline-lm-weight W2]
+                                   [--trailing-silence 0.4 0.3] [--limit 30]
+
+Streams the first --limit utterances of speechocean762 dev and LibriSpeech dev-clean-2, each followed by 3 s of
+faint noise, through the tools' emission loop in 500 ms chunks (the word-LM search, endpointing, 1 thread), as
+`scripts/benchmark.py` measures its end of speech -> final (bench.ours.endpoint_delays), and prints per model and
+trailing silence: the delay from the last word's end to its final (median, p95) and the finals per utterance. A
+model with lookahead computes a chunk's frames only once the whole chunk has arrived, so its endpoints wait for
+the end of the chunk that holds them: this puts the cost of that wait beside a model that has none.
+M: a .safetensors file or an exported ONNX folder (default: the bundled model, with the bundled LM and weight).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the `bench` package
+
+import numpy as np  # noqa: E402
+
+from asr.decoding.beam import BeamConfig  # noqa: E402
+from asr.decoding.decoder import Decoder  # noqa: E402
+from asr.decoding.endpoint import EndpointConfig  # noqa: E402
+from asr.model.recognizer import Recognizer  # noqa: E402
+from bench.data import SETS, load_set  # noqa: E402
+from bench.ours import endpoint_delays  # noqa: E402
+
+CHUNK = 8000  # 500 ms at 16 kHz, as the tools step
+SET_NAMES = ("speechocean762-dev", "librispeech-dev-clean-2")
+
+
+def finals_row(recognizer: Recognizer, decoder: Decoder, clips: list, trailing_silence: float) -> dict:
+    """Median and p95 end of speech -> final (s), and how many utterances the endpointer closed."""
+    delays, not_fired = endpoint_delays(recognizer, decoder, clips, CHUNK,
+                                        cfg=EndpointConfig(trailing_silence=trailing_silence))
+    return {"median_s": float(np.median(delays)), "p95_s": float(np.percentile(delays, 95)),
+            "endpointed": len(delays), "not_endpointed": not_fired}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python scripts/bench/finals.py", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="the model measured first (default: the bundled one)")
+    p.add_argument("--baseline", help="a second model, measured the same way right after")
+    p.add_argument("--baseline-lm", help="the second model's word LM (default: the bundled one)")
+    p.add_argument("--baseline-lm-weight", type=float, default=BeamConfig().lm_weight)
+    p.add_argument("--trailing-silence", type=float, nargs="+", default=[EndpointConfig().trailing_silence])
+    p.add_argument("--limit", type=int, default=30, help="utterances per set")
+    args = p.parse_args(argv)
+    clips = [clip for s in SETS if s.name in SET_NAMES for clip in load_set(s, args.limit)[0]]
+    if not clips:
+        p.error(f"none of {', '.join(SET_NAMES)} is there (../shared/data)")
+    models = [(args.model or "bundled", args.model, "bundled", BeamConfig())]
+    if args.baseline:
+        models.append((args.baseline, args.baseline, args.baseline_lm or "bundled",
+                       BeamConfig(lm_weight=args.baseline_lm_weight)))
+    print(f"| model | trailing silence (s) | end of speech -> final median / p95 (s) | endpointed / not "
+          f"({len(clips)} utterances) |\n|---|---:|---|---|")
+    for name, path, lm, beam in models:
+        recognizer = Recognizer.load(path, threads=1)
+        decoder = Decoder.load(recognizer.tokenizer, lm, beam, restorer=None)
+        for silence in args.trailing_silence:
+            row = finals_row(recognizer, decoder, clips, silence)
+            print(f"| {name} | {silence:g} | {row['median_s']:.2f} / {row['p95_s']:.2f} | "
+                  f"{row['endpointed']} / {row['not_endpointed']} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
