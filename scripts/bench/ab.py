@@ -177,11 +177,11 @@ def cost_worker(onnx_dir: Path, manifest: Path, limit: int) -> dict:
 
 def export_cost(onnx_dir: Path, manifest: Path, limit: int) -> dict:
     """cost_worker on the export in `onnx_dir`, in a process of its own, plus the export's size."""
-    out = onnx_dir / "cost.json"
-    subprocess.run([sys.executable, __file__, "--cost-worker", str(onnx_dir), "--manifest", str(manifest),
-                    "--limit", str(limit), "--json", str(out)], check=True, cwd=ROOT)
-    cost = json.loads(out.read_text())
-    out.unlink()
+    with tempfile.TemporaryDirectory() as tmp:  # not in onnx_dir, which may be a folder the user keeps
+        out = Path(tmp) / "cost.json"
+        subprocess.run([sys.executable, __file__, "--cost-worker", str(onnx_dir), "--manifest", str(manifest),
+                        "--limit", str(limit), "--json", str(out)], check=True, cwd=ROOT)
+        cost = json.loads(out.read_text())
     return {**cost, "onnx_mb": (onnx_dir / "encoder.onnx").stat().st_size / 1e6}
 
 

@@ -6,7 +6,8 @@
 Streams the first --limit utterances of speechocean762 dev and LibriSpeech dev-clean-2, each followed by 3 s of
 faint noise, through the tools' emission loop in 500 ms chunks (the word-LM search, endpointing, 1 thread), as
 `scripts/benchmark.py` measures its end of speech -> final (bench.ours.endpoint_delays), and prints per model and
-trailing silence: the delay from the last word's end to its final (median, p95) and the finals per utterance. A
+trailing silence: the delay from the last word's end to its final (median, p95) and how many utterances the
+endpointer closed (the others ended only with the input). A
 model with lookahead computes a chunk's frames only once the whole chunk has arrived, so its endpoints wait for
 the end of the chunk that holds them: this puts the cost of that wait beside a model that has none.
 M: a .safetensors file or an exported ONNX folder (default: the bundled model, with the bundled LM and weight).
@@ -21,25 +22,22 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the `bench` package
 
-import numpy as np  # noqa: E402
-
 from asr.decoding.beam import BeamConfig  # noqa: E402
 from asr.decoding.decoder import Decoder  # noqa: E402
 from asr.decoding.endpoint import EndpointConfig  # noqa: E402
 from asr.model.recognizer import Recognizer  # noqa: E402
 from bench.data import SETS, load_set  # noqa: E402
-from bench.ours import endpoint_delays  # noqa: E402
+from bench.ours import endpoint_delays, endpoint_stats  # noqa: E402
 
 CHUNK = 8000  # 500 ms at 16 kHz, as the tools step
 SET_NAMES = ("speechocean762-dev", "librispeech-dev-clean-2")
 
 
 def finals_row(recognizer: Recognizer, decoder: Decoder, clips: list, trailing_silence: float) -> dict:
-    """Median and p95 end of speech -> final (s), and how many utterances the endpointer closed."""
-    delays, not_fired = endpoint_delays(recognizer, decoder, clips, CHUNK,
-                                        cfg=EndpointConfig(trailing_silence=trailing_silence))
-    return {"median_s": float(np.median(delays)), "p95_s": float(np.percentile(delays, 95)),
-            "endpointed": len(delays), "not_endpointed": not_fired}
+    """End of speech -> final as the benchmark reports it (`endpoint_stats`: n endpointed, median, p95, max in s,
+    not_endpointed)."""
+    return endpoint_stats(*endpoint_delays(recognizer, decoder, clips, CHUNK,
+                                           cfg=EndpointConfig(trailing_silence=trailing_silence)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         decoder = Decoder.load(recognizer.tokenizer, lm, beam, restorer=None)
         for silence in args.trailing_silence:
             row = finals_row(recognizer, decoder, clips, silence)
-            print(f"| {name} | {silence:g} | {row['median_s']:.2f} / {row['p95_s']:.2f} | "
-                  f"{row['endpointed']} / {row['not_endpointed']} |", flush=True)
+            print(f"| {name} | {silence:g} | {row['median']:.2f} / {row['p95']:.2f} | "
+                  f"{row['n']} / {row['not_endpointed']} |", flush=True)
     return 0
 
 
