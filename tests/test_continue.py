@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -150,6 +151,27 @@ def test_ab_arms_fork_a_state_or_start_from_whisper(tmp_path, cont, capsys):
     plan = dry_run_plan(capsys)
     assert plan["step_offset"] == 0 and plan["previous"]["steps"] == committed["steps"]
     assert json.loads((fresh / "state.json").read_text())["schedule_start"] == committed["steps"]
+
+
+def test_an_arm_beside_another_renders_its_own_kokoro_slice_only(tmp_path, cont, monkeypatch, capsys):
+    """--shared-base: the data phase renders the period's Kokoro slice and not the cheaper voices, which another
+    arm rendered this period (and it refuses, before any work, when they are not there)."""
+    commands = []
+    monkeypatch.setattr(cont, "run", lambda command, log=None: commands.append(command))
+    args = ["--data-root", str(DATA), "--synthetic", str(tmp_path), "--fork-from", str(ROOT / "recipes/voices/state"),
+            "--state", str(tmp_path / "arm"), "--work", str(tmp_path / "work"), "--shared-base"]
+    with pytest.raises(SystemExit, match="--shared-base: no .*train.jsonl"):
+        cont.main([*args, "--stop-after", "data"])
+    assert commands == []
+    (tmp_path / "train.jsonl").write_text("")
+    assert cont.main([*args, "--dry-run"]) == 0
+    kokoro = dry_run_plan(capsys)["kokoro_slice"]
+    Path(kokoro["manifest"]).with_suffix(".slice.json").write_text(json.dumps({"kokoro_en": {
+        "start": kokoro["start"], "end": kokoro["start"] + 3, "hours": 0.01, "utterances": 3,
+        "blend_seed": kokoro["blend_seed"]}}))
+    assert cont.main([*args, "--stop-after", "data"]) == 0
+    rendered = [c for c in commands if "recipes/synthetic/prepare.py" in c]
+    assert len(rendered) == 1 and rendered[0][rendered[0].index("--engines") + 1] == "kokoro_en"
 
 
 def test_the_rows_score_librispeech_dev_where_the_data_root_has_it(tmp_path):

@@ -48,15 +48,20 @@ def run(command: list[str], log: Path | None = None) -> None:
 
 def build_data(a: argparse.Namespace, period: dict, work: Path) -> None:
     """The period's corpora under a.synthetic: the cheaper voices (train.jsonl) and its Kokoro slice
-    (with --skip-data: the ones already there, e.g. made by a test)."""
+    (with --shared-base: its Kokoro slice only, beside the voices another arm rendered; with --skip-data: the
+    ones already there, e.g. made by a test)."""
     kokoro = period["kokoro_slice"]
     if not a.skip_data:
+        if a.shared_base and not (a.synthetic / "train.jsonl").exists():
+            sys.exit(f"continue: error: --shared-base: no {a.synthetic / 'train.jsonl'} yet (another arm's data phase "
+                     "renders it)")
         tts = ROOT / ".venv-tts" / "bin" / "python"
         if not tts.exists():
             run(["bash", "scripts/install_tts.sh"], work / "data.log")
         common = [str(tts), "recipes/synthetic/prepare.py", "--text-dir", str(a.data_root / "text"), "--out",
                   str(a.synthetic), "--jobs", str(a.jobs), "--check-utts", "0", "--rounds", "1"]
-        run([*common, "--engines", *ENGINES_BASE, "--hours-train", str(a.base_hours)], work / "data.log")
+        if not a.shared_base:
+            run([*common, "--engines", *ENGINES_BASE, "--hours-train", str(a.base_hours)], work / "data.log")
         run([*common, "--engines", "kokoro_en", "--train-manifest", Path(kokoro["manifest"]).name,
              "--hours-train", str(a.kokoro_hours), "--start-sentence", str(kokoro["start"]),
              "--blend-seed", str(kokoro["blend_seed"])], work / "data.log")
@@ -157,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-sets", type=Path, default=ROOT / "benchmarks" / "check_sets")
     p.add_argument("--progress", type=Path, default=ROOT / "benchmarks" / "training_progress.jsonl")
     p.add_argument("--skip-data", action="store_true", help="use the corpora already on disk (tests)")
+    p.add_argument("--shared-base", action="store_true",
+                   help="render this period's Kokoro slice only and train on the cheaper voices' corpus already on "
+                        "disk (an arm beside another that rendered it, whose Kokoro slice differs)")
     p.add_argument("--score-limit", type=int, default=0, help="score on each set's first N utterances only (tests)")
     p.add_argument("--dry-run", action="store_true", help="say where the run stands and what comes next")
     p.add_argument("--stop-after", choices=PHASES, help="end after this phase (e.g. data: render now, train later)")

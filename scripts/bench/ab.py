@@ -75,7 +75,9 @@ ABS = {
     "native": AB("native", "Native speech and a full-context teacher", "the lookahead arm", "ab/lookahead.jsonl", 14,
                  "native/a_reference.json", [
         Arm("a", "lookahead run on the native mixture", "native/a.jsonl", True, "recipes/native/a/state", 0.902),
-        Arm("b", "(a) + distillation from Whisper base", "native/b.jsonl", True, "recipes/native/b/state", 0.902)],
+        Arm("b", "(a) + distillation from Whisper base", "native/b.jsonl", True, "recipes/native/b/state", 0.902),
+        Arm("c", "Whisper tiny.en's shapes and weights, distilled from Whisper base (its compute counts the steps "
+                 "since Whisper's weights)", "native/c.jsonl", False, "recipes/native/c/state", 1.351)],
         [("dev_greedy", "dev greedy"), ("dev_beam", "dev beam + LM"), ("libri_dev_greedy", "LS dev greedy"),
          ("libri_dev_beam", "LS dev beam + LM"), ("kokoro_check_beam", "Kokoro check"),
          ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test")],
