@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import random
 import subprocess
 import sys
@@ -109,12 +110,16 @@ def run_case(name: str, data: Path, options: list[str], work: Path, args: argpar
                "--replay-data-root", str(args.data_root), *options, *(["--model", args.model] if args.model else []),
                *(["--max-steps", "2", "--workers", "0"] if args.smoke else [])]
     if not timing.is_file():  # the whole command as a user runs it, start-up included; its output shown as it goes
+        from bench import quiet  # noqa: PLC0415
+
+        measured_on = {"date": datetime.date.today().isoformat(), "machine": quiet.machine(),
+                       "load": round(os.getloadavg()[0], 2)}
         began = time.perf_counter()
         code = subprocess.run([sys.executable, "-m", "asr.finetune", *command], cwd=ROOT).returncode
         if code != 0:
             raise SystemExit(f"finetune: {name}: asr.finetune exited {code}")
         timing.write_text(json.dumps({"wall_minutes": round((time.perf_counter() - began) / 60, 2),
-                                      "command": command}) + "\n")
+                                      "command": command, "measured_on": measured_on}) + "\n")
     return {**json.loads((out / "finetune.json").read_text()), **json.loads(timing.read_text()), "model": str(out)}
 
 
@@ -137,6 +142,12 @@ def report(cases: dict, general: dict, meta: dict) -> str:
                      f"{case['wall_minutes']:.1f} | {run['steps']} | {run['audio_hours']:.2f} | "
                      f"{arrow(case['before']['greedy']['wer'], case['after']['greedy']['wer'])} | "
                      f"{arrow(case['before']['beam']['wer'], case['after']['beam']['wer'])} |")
+    timed = {name: case["measured_on"] for name, case in cases.items() if "measured_on" in case}
+    if timed:  # a case reused from an earlier run keeps the minutes (and the machine) of the run that trained it
+        lines += ["", "Minutes measured as each case trained: " + "; ".join(
+            f"{name} on {m['date']}, {m['machine']}" + (f", 1-minute load {m['load']} at its start" if "load" in m else "")
+            for name, m in timed.items())
+            + "."]
     lines += ["", "Beam after, with the starting model's LM instead of the interpolated one (the acoustic gain alone): "
               + ", ".join(f"{name} {case['after_base_lm']['wer']:.2f}" for name, case in cases.items()) + ".", "",
               "## General speech (the cost)", "",
@@ -166,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     out = args.work if args.smoke and args.out == ROOT / "benchmarks" else args.out  # a smoke run's figures stay out
     load = quiet.guard(args.allow_load, out, "finetune")
+    machine = quiet.machine()  # at the start, as quiet as the guard found it
     limit = 24 if args.smoke else None
     general_limit = 6 if args.smoke else args.general_limit
     cases = {}
@@ -183,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     general = {"starting model" if args.model else "shipped": general_scores(args.model, sets, start_lm, args.threads)}
     for name, case in cases.items():
         general[f"after {name}"] = general_scores(case["model"], sets, Path(case["model"]) / "lm.arpa", args.threads)
-    meta = {"date": datetime.date.today().isoformat(), "machine": quiet.machine(), "load": load,
+    meta = {"date": datetime.date.today().isoformat(), "machine": machine, "load": load,
             "argv": " ".join(argv if argv is not None else sys.argv[1:]), "minutes": args.minutes,
             "threads": args.threads, "general": ", ".join(f"{name} {len(utts)} utterances" for name, utts in sets.items())}
     out.mkdir(parents=True, exist_ok=True)
