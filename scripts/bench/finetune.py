@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import random
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "recipes" / "synthetic"), str(ROOT / "scripts")]
 import engines as E  # noqa: E402
+from bench import quiet  # noqa: E402
 
 from asr import api  # noqa: E402
 from asr.corpus.manifest import read_manifest  # noqa: E402
@@ -110,10 +110,7 @@ def run_case(name: str, data: Path, options: list[str], work: Path, args: argpar
                "--replay-data-root", str(args.data_root), *options, *(["--model", args.model] if args.model else []),
                *(["--max-steps", "2", "--workers", "0"] if args.smoke else [])]
     if not timing.is_file():  # the whole command as a user runs it, start-up included; its output shown as it goes
-        from bench import quiet  # noqa: PLC0415
-
-        measured_on = {"date": datetime.date.today().isoformat(), "machine": quiet.machine(),
-                       "load": round(os.getloadavg()[0], 2)}
+        measured_on = {"date": datetime.date.today().isoformat(), "machine": quiet.machine(), "load": quiet.load_now()}
         began = time.perf_counter()
         code = subprocess.run([sys.executable, "-m", "asr.finetune", *command], cwd=ROOT).returncode
         if code != 0:
@@ -171,8 +168,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_finetune")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     p.add_argument("--smoke", action="store_true", help="a few utterances and a step cap: the script end to end")
-    from bench import quiet  # noqa: PLC0415
-
     quiet.add_allow_load(p)
     args = p.parse_args(argv)
     out = args.work if args.smoke and args.out == ROOT / "benchmarks" else args.out  # a smoke run's figures stay out
