@@ -52,6 +52,8 @@ def tiny_encoder(seed: int = 0, **overrides) -> Encoder:
     with torch.no_grad():  # make the position bias non-trivial, as after training
         for block in model.blocks:
             block.attn.distance_bias.normal_(0, 1)
+            if block.attn.ahead_bias is not None:
+                block.attn.ahead_bias.normal_(0, 1)
     return model
 
 

@@ -140,6 +140,7 @@ def test_int8_stays_close_to_fp32(default_export):
     dict(subsampling=4, subsampling_kernel=8, window=1, conv_kernel=2),
     dict(subsampling=8, frontend="conv2d", frontend_channels=4, conv_kernel=3, window=8),
     dict(subsampling=2, frontend="whisper", features="whisper", conv_kernel=3, window=8, chunk=5),  # lookahead
+    dict(subsampling=1, subsampling_kernel=1, window=8, chunk=3, max_chunk=6),  # a shorter chunk than its biases
 ])
 def test_every_architecture_exports_exactly(tmp_path, overrides):
     encoder = tiny_encoder(2, **overrides)

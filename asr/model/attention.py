@@ -5,7 +5,8 @@ With lookahead inside the chunk (chunk = C > 0), frame t also sees the later fra
 of C frames (chunks counted from the stream's start): tokens leave once per chunk anyway, so this
 costs no latency. Position enters only as a learned per-head bias over the distance t - s (0 .. W-1,
 and -(C-1) .. -1 ahead), so the output never depends on where in the stream a frame sits: minute
-100 behaves like minute 1.
+100 behaves like minute 1. A model trained at several chunk sizes (dynamic chunk training) holds the
+biases of its longest and computes with any shorter chunk: the shorter one's distances are the last.
 
 The same `forward` serves training (empty cache, whole utterance) and streaming (the cache
 holds the last W-1 frames' keys and values from earlier chunks). Padding in a batch is
@@ -102,15 +103,19 @@ class Span:
 class SelfAttention(nn.Module):
     """Sliding-window causal multi-head self-attention with a relative-distance bias."""
 
-    def __init__(self, d_model: int, n_heads: int, window: int | None, max_distance: int, chunk: int = 0):
+    def __init__(self, d_model: int, n_heads: int, window: int | None, max_distance: int, chunk: int = 0,
+                 max_chunk: int = 0):
+        """chunk: the lookahead chunk it computes with (0: none); max_chunk: the longest it holds biases for
+        (0: chunk), so that `chunk` may change to any size up to it (dynamic chunk training, serving shorter)."""
         super().__init__()
         self.n_heads, self.window, self.head_dim, self.chunk = n_heads, window, d_model // n_heads, chunk
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
         self.num_buckets = window if window is not None else max_distance
         self.distance_bias = nn.Parameter(torch.zeros(n_heads, self.num_buckets))  # (H, buckets): distances 0, 1, ..
-        # lookahead: the distances -(C-1) .. -1 inside the chunk, apart so a causal model's biases carry over
-        self.ahead_bias = nn.Parameter(torch.zeros(n_heads, chunk - 1)) if chunk > 1 else None  # (H, C-1)
+        # lookahead: the distances -(M-1) .. -1 inside the chunk, apart so a causal model's biases carry over
+        longest = max(chunk, max_chunk)
+        self.ahead_bias = nn.Parameter(torch.zeros(n_heads, longest - 1)) if longest > 1 else None  # (H, M-1)
 
     @property
     def cache_size(self) -> int | None:
@@ -131,7 +136,10 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # 3x (B, H, T, D/H)
         k = torch.cat([k_cache, k], dim=2)  # (B, H, L + T, D/H)
         v = torch.cat([v_cache, v], dim=2)
-        table = self.distance_bias if self.ahead_bias is None else torch.cat([self.ahead_bias, self.distance_bias], 1)
+        table = self.distance_bias
+        if self.ahead_bias is not None:  # the distances -(C-1) .. -1 of the chunk it computes with now
+            ahead = max(self.chunk - 1, 0)
+            table = torch.cat([self.ahead_bias[:, self.ahead_bias.shape[1] - ahead:], table], 1)
         bias = table.t()[span.distance].permute(2, 0, 1) + span.mask  # (B, H, T, L + T)
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias.to(q.dtype),  # no attention dropout: costly on CPU
                                            scale=1 / math.sqrt(self.head_dim))

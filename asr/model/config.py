@@ -24,6 +24,8 @@ class EncoderConfig:
     features: str = "fbank"  # the feature front end the model was trained on (asr.features: fbank | whisper)
     chunk: int = 0  # lookahead inside the chunk: a frame also sees the rest of its chunk of this many encoder
     #                 frames (chunks counted from the stream's start; 0: strictly causal)
+    max_chunk: int = 0  # the longest lookahead chunk the model holds biases for (0: chunk); trained at several
+    #                     sizes (dynamic chunk training), it can compute with any chunk up to this one
 
     def validate(self) -> "EncoderConfig":
         """Raise ValueError naming the first bad value."""
@@ -41,6 +43,9 @@ class EncoderConfig:
             raise ValueError(f"features={self.features!r} must be fbank or whisper")
         if self.chunk < 0 or (self.chunk and (self.window is None or self.chunk > self.window)):
             raise ValueError(f"chunk={self.chunk} must be 0 (no lookahead) or between 1 and the window ({self.window})")
+        if self.max_chunk and (self.window is None or not self.chunk <= self.max_chunk <= self.window):
+            raise ValueError(f"max_chunk={self.max_chunk} must be 0 or between chunk ({self.chunk}) and the window "
+                             f"({self.window})")
         if self.frontend == "conv1d" and self.subsampling_kernel < self.subsampling:
             raise ValueError(f"subsampling_kernel={self.subsampling_kernel} must be >= subsampling={self.subsampling}")
         if self.conv_kernel < 0:

@@ -170,7 +170,7 @@ class Block(nn.Module):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.attn_norm = nn.LayerNorm(cfg.d_model)
-        self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.window, cfg.max_distance, cfg.chunk)
+        self.attn = SelfAttention(cfg.d_model, cfg.n_heads, cfg.window, cfg.max_distance, cfg.chunk, cfg.max_chunk)
         self.conv = CausalConv(cfg.d_model, cfg.conv_kernel) if cfg.conv_kernel else None
         self.ff_norm = nn.LayerNorm(cfg.d_model)
         self.ff = nn.Sequential(nn.Linear(cfg.d_model, cfg.ff_mult * cfg.d_model), nn.GELU(),
@@ -201,6 +201,18 @@ class Encoder(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model)
         self.ctc = nn.Linear(cfg.d_model, cfg.vocab_size)
+
+    def set_chunk(self, chunk: int) -> "Encoder":
+        """Compute with lookahead inside chunks of `chunk` frames from now on (0: none), any size up to the
+        longest the model holds biases for (cfg.max_chunk, else cfg.chunk): a model trained at several sizes
+        serves at a shorter one with a shorter wait. Its config then says both (a saved file keeps them)."""
+        longest = max(self.cfg.chunk, self.cfg.max_chunk)
+        if not 0 <= chunk <= longest:
+            raise ValueError(f"chunk={chunk}: this model holds lookahead biases for chunks of up to {longest} frames")
+        self.cfg = replace(self.cfg, chunk=chunk, max_chunk=longest if longest > chunk else self.cfg.max_chunk)
+        for block in self.blocks:
+            block.attn.chunk = chunk
+        return self
 
     def output_lengths(self, lengths: Tensor) -> Tensor:
         """Encoder frames for `lengths` feature frames."""

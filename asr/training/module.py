@@ -43,12 +43,22 @@ class CTCModule(L.LightningModule):
         self.optim_cfg, self.tokenizer = optim_cfg, tokenizer
         self.distill: DistillHead | None = None
         self.distill_weight = 0.0
+        self.chunk_choices: list[int] = []
         self.hyps: list[str] = []
         self.refs: list[str] = []
 
     def attach_distill(self, cfg: DistillConfig) -> None:
         """Train with the distillation loss too (batches then carry "teacher" and "teacher_lens")."""
         self.distill, self.distill_weight = DistillHead(cfg, self.encoder), cfg.weight
+
+    def set_chunk_choices(self, chunks: list[int]) -> None:
+        """Dynamic chunk training: each training batch looks ahead inside chunks of one of `chunks` frames,
+        drawn at random (every other pass, validation included, at the model's own chunk). ValueError when
+        the model holds no biases for one of them."""
+        longest = max(self.encoder.cfg.chunk, self.encoder.cfg.max_chunk)
+        if any(not 0 <= c <= longest for c in chunks):
+            raise ValueError(f"chunks={list(chunks)}: this model holds lookahead biases for chunks of up to {longest}")
+        self.chunk_choices = list(chunks)
 
     def ctc_loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         logprobs, out_lens = self.encoder(batch["feats"], batch["feat_lens"])  # (B, T', V), (B,)
@@ -57,7 +67,13 @@ class CTCModule(L.LightningModule):
         return loss / batch["target_lens"].sum().clamp_min(1), logprobs, out_lens
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        loss, _, out_lens = self.ctc_loss(batch)
+        served = self.encoder.cfg.chunk
+        if self.chunk_choices:
+            self.encoder.set_chunk(self.chunk_choices[int(torch.randint(len(self.chunk_choices), ()))])
+        try:
+            loss, _, out_lens = self.ctc_loss(batch)  # (the chunk lives in the graph's masks from here on)
+        finally:
+            self.encoder.set_chunk(served)
         size = batch["feats"].shape[0]
         self.log("train_loss", loss, prog_bar=True, batch_size=size)
         if self.distill is not None:

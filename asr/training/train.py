@@ -42,18 +42,34 @@ def estimate_cmvn(dataset: SpeechDataset, count: int, seed: int) -> tuple[torch.
     return frames.mean(dim=0), frames.std(dim=0)
 
 
-def module_from_model(path: str | Path, optim: OptimConfig, dropout: float, chunk: int | None = None) -> CTCModule:
+def module_from_model(path: str | Path, optim: OptimConfig, dropout: float, chunk: int | None = None,
+                      max_chunk: int = 0) -> CTCModule:
     """A module holding an exported model's weights, tokenizer and CMVN (fine-tuning or a resumed run).
-    The architecture comes from the file; dropout, a training choice, from the run's config, and so does
-    `chunk` when given: lookahead inside chunks of that many frames (new lookahead biases start at zero)."""
+    The architecture comes from the file; dropout, a training choice, from the run's config, and so do
+    `chunk` when given (lookahead inside chunks of that many frames) and `max_chunk` (biases for chunks up to
+    that long); lookahead biases the file lacks start at zero."""
     encoder, tokenizer, _ = load_model(path)
-    cfg = replace(encoder.cfg, dropout=dropout, chunk=encoder.cfg.chunk if chunk is None else chunk)
+    chunk = encoder.cfg.chunk if chunk is None else chunk
+    longest = max(chunk, max_chunk, encoder.cfg.max_chunk)
+    cfg = replace(encoder.cfg, dropout=dropout, chunk=chunk, max_chunk=longest if longest > chunk else 0)
     module = CTCModule(cfg.validate(), optim, tokenizer)
-    missing, _ = module.encoder.load_state_dict(encoder.state_dict(), strict=False)
+    missing, _ = module.encoder.load_state_dict(extend_ahead_biases(encoder.state_dict(), module.encoder), strict=False)
     unexpected_missing = [name for name in missing if not name.endswith("attn.ahead_bias")]
     if unexpected_missing:
         raise ValueError(f"{path}: no weights for {', '.join(unexpected_missing)}")
     return module
+
+
+def extend_ahead_biases(state: dict[str, torch.Tensor], encoder: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """`state` with each lookahead bias (H, C-1) shorter than `encoder`'s (H, M-1) widened to it: its
+    distances -(C-1) .. -1 kept in the last columns, the longer distances zero."""
+    target = encoder.state_dict()
+    widened = {}
+    for name, tensor in state.items():
+        if name.endswith("attn.ahead_bias") and name in target and tensor.shape[1] < target[name].shape[1]:
+            tensor = torch.cat([tensor.new_zeros(tensor.shape[0], target[name].shape[1] - tensor.shape[1]), tensor], 1)
+        widened[name] = tensor
+    return widened
 
 
 def new_module(cfg: TrainConfig, train_utts: list, body: str | None = None) -> CTCModule:
@@ -64,6 +80,8 @@ def new_module(cfg: TrainConfig, train_utts: list, body: str | None = None) -> C
     tokenizer = Tokenizer.train(texts, cfg.tokenizer.kind, cfg.tokenizer.vocab_size)
     model_cfg = EncoderConfig(**{**OmegaConf.to_container(OmegaConf.structured(cfg.model)),
                                  "vocab_size": tokenizer.vocab_size})
+    if cfg.chunks and max(cfg.chunks) > model_cfg.chunk:
+        model_cfg.max_chunk = max(model_cfg.max_chunk, *cfg.chunks)
     module = CTCModule(model_cfg, cfg.optim, tokenizer)
     taken = take_matching(module.encoder, body) if body else set()
     if cfg.init_from_whisper:
@@ -106,7 +124,7 @@ def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeou
         raise ValueError("give one of init_from (the whole model), init_body_from (its matching tensors) and "
                          "init_from_whisper (Whisper's encoder)")
     if cfg.init_from:
-        module = module_from_model(cfg.init_from, cfg.optim, cfg.model.dropout, cfg.init_chunk)
+        module = module_from_model(cfg.init_from, cfg.optim, cfg.model.dropout, cfg.init_chunk, max(cfg.chunks, default=0))
     else:
         module = new_module(cfg, load_sources(cfg.data.train, cfg.data.max_duration), body=cfg.init_body_from)
     partial = initial.with_name(f".{initial.stem}.{os.getpid()}{initial.suffix}")
@@ -211,6 +229,7 @@ def train(cfg: TrainConfig, extra_callbacks: list[L.Callback] = ()) -> Path:
         L.seed_everything(cfg.seed + trainer.global_rank, workers=True)
     if distill_enabled(cfg.distill):
         module.attach_distill(cfg.distill)
+    module.set_chunk_choices(cfg.chunks)
     if trainer.is_global_zero:
         OmegaConf.save(cfg, run_dir / "config.yaml")
     data = SpeechDataModule(cfg.data, module.tokenizer, cfg.distill.teacher_dir if distill_enabled(cfg.distill) else None)
