@@ -3,7 +3,6 @@ and a tiny training run that learns the teacher's frames beside CTC and exports 
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -46,7 +45,7 @@ def test_the_teacher_sees_the_whole_utterance_and_pools_to_the_student_rate(toy_
     np.testing.assert_allclose(frames[3], full[6:8].mean(0).numpy(), rtol=1e-2, atol=1e-2)
 
 
-def test_the_cache_is_filled_once_and_refreshed_when_the_audio_is_rendered_again(toy_teacher, tmp_path):
+def test_the_cache_is_filled_once_kept_for_a_copy_and_refreshed_when_the_audio_changes(toy_teacher, tmp_path):
     audio = tmp_path / "a.flac"
     source = json.loads(small_manifest(tmp_path, 1).read_text().splitlines()[0])["audio"]
     audio.write_bytes(open(source, "rb").read())
@@ -55,8 +54,11 @@ def test_the_cache_is_filled_once_and_refreshed_when_the_audio_is_rendered_again
     assert first["audio_s"] > 1.0 and fill_cache([audio], cache_dir, toy_teacher)["audio_s"] == 0.0  # reused
     cache = TeacherCache(cache_dir)
     np.testing.assert_array_equal(cache.load(audio), toy_teacher.frames(load_audio(audio)))
-    stat = audio.stat()
-    os.utime(audio, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # rendered again: a new key
+    copy = tmp_path / "copied" / "a.flac"  # the corpus copied again (another path and time): the same frames
+    copy.parent.mkdir()
+    copy.write_bytes(audio.read_bytes())
+    np.testing.assert_array_equal(cache.load(copy), cache.load(audio))
+    audio.write_bytes(audio.read_bytes()[:-100] + bytes(50))  # rendered again into other bytes: a new key
     assert not (cache_dir / cache_key(audio)).exists()
     with pytest.raises(FileNotFoundError, match="not in the teacher cache"):
         cache.load(audio)

@@ -9,14 +9,15 @@ target for every 40 ms of it (asr/training/distill.py).
 by asr/training/whisper.py) as Whisper computes it: log-mel floored at each utterance's maximum minus 8,
 two convolutions centred on their frame (not causal), sinusoidal absolute positions, full attention. Its
 outputs at 20 ms are averaged in pairs to the student's 40 ms frames and stored float16, one `.npy` per
-utterance under a cache folder, keyed by the audio file's path, size and modification time: a corpus
-rendered again gets new keys, so its frames are computed again, and nothing else is.
+utterance under a cache folder, keyed by a hash of the audio file's bytes: audio rendered again into other
+bytes is computed again, and nothing else is (a corpus copied again, to new paths or times, keeps its frames).
 
     python -m asr.training.teacher --out data/teacher/base MANIFEST [...]   (the cost per audio hour is printed)
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import os
 import sys
@@ -114,10 +115,17 @@ def _state(variables: dict[str, np.ndarray]) -> dict[str, Tensor]:
 
 
 def cache_key(audio: str | Path) -> str:
-    """The cache file's name for an audio file: its resolved path, size and modification time, hashed."""
+    """The cache file's name for an audio file: its bytes, hashed. A corpus copied again (new paths or times)
+    keeps its frames; audio rendered again into other bytes gets new ones."""
     path = Path(audio).resolve()
     stat = path.stat()
-    return hashlib.sha1(f"{path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:24] + ".npy"
+    return _content_key(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _content_key(path: str, size: int, mtime_ns: int) -> str:
+    """(size and time only make a changed file a new entry of this memo: each file is read once per process)"""
+    return hashlib.sha1(Path(path).read_bytes()).hexdigest()[:24] + ".npy"
 
 
 class TeacherCache:
