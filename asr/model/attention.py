@@ -114,7 +114,7 @@ class SelfAttention(nn.Module):
         self.num_buckets = window if window is not None else max_distance
         self.distance_bias = nn.Parameter(torch.zeros(n_heads, self.num_buckets))  # (H, buckets): distances 0, 1, ..
         # lookahead: the distances -(M-1) .. -1 inside the chunk, apart so a causal model's biases carry over
-        longest = max(chunk, max_chunk)
+        longest = max(chunk, max_chunk)  # (EncoderConfig.longest_chunk)
         self.ahead_bias = nn.Parameter(torch.zeros(n_heads, longest - 1)) if longest > 1 else None  # (H, M-1)
 
     @property

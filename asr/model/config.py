@@ -1,7 +1,7 @@
 """The acoustic model's architecture as plain data (no torch): what a model file's header stores."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass
@@ -26,6 +26,17 @@ class EncoderConfig:
     #                 frames (chunks counted from the stream's start; 0: strictly causal)
     max_chunk: int = 0  # the longest lookahead chunk the model holds biases for (0: chunk); trained at several
     #                     sizes (dynamic chunk training), it can compute with any chunk up to this one
+
+    @property
+    def longest_chunk(self) -> int:
+        """The longest lookahead chunk the model holds biases for."""
+        return max(self.chunk, self.max_chunk)
+
+    def with_chunk(self, chunk: int, longest: int = 0) -> "EncoderConfig":
+        """This config computing with lookahead inside chunks of `chunk` frames, holding biases for chunks up
+        to the longest of `chunk`, `longest` and its own (max_chunk 0 when that is `chunk` itself)."""
+        longest = max(chunk, longest, self.longest_chunk)
+        return replace(self, chunk=chunk, max_chunk=longest if longest > chunk else 0)
 
     def validate(self) -> "EncoderConfig":
         """Raise ValueError naming the first bad value."""

@@ -206,10 +206,10 @@ class Encoder(nn.Module):
         """Compute with lookahead inside chunks of `chunk` frames from now on (0: none), any size up to the
         longest the model holds biases for (cfg.max_chunk, else cfg.chunk): a model trained at several sizes
         serves at a shorter one with a shorter wait. Its config then says both (a saved file keeps them)."""
-        longest = max(self.cfg.chunk, self.cfg.max_chunk)
-        if not 0 <= chunk <= longest:
-            raise ValueError(f"chunk={chunk}: this model holds lookahead biases for chunks of up to {longest} frames")
-        self.cfg = replace(self.cfg, chunk=chunk, max_chunk=longest if longest > chunk else self.cfg.max_chunk)
+        if not 0 <= chunk <= self.cfg.longest_chunk:
+            raise ValueError(f"chunk={chunk}: this model holds lookahead biases for chunks of up to "
+                             f"{self.cfg.longest_chunk} frames")
+        self.cfg = self.cfg.with_chunk(chunk)
         for block in self.blocks:
             block.attn.chunk = chunk
         return self

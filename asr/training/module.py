@@ -55,7 +55,7 @@ class CTCModule(L.LightningModule):
         """Dynamic chunk training: each training batch looks ahead inside chunks of one of `chunks` frames,
         drawn at random (every other pass, validation included, at the model's own chunk). ValueError when
         the model holds no biases for one of them."""
-        longest = max(self.encoder.cfg.chunk, self.encoder.cfg.max_chunk)
+        longest = self.encoder.cfg.longest_chunk
         if any(not 0 <= c <= longest for c in chunks):
             raise ValueError(f"chunks={list(chunks)}: this model holds lookahead biases for chunks of up to {longest}")
         self.chunk_choices = list(chunks)

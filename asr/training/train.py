@@ -49,9 +49,7 @@ def module_from_model(path: str | Path, optim: OptimConfig, dropout: float, chun
     `chunk` when given (lookahead inside chunks of that many frames) and `max_chunk` (biases for chunks up to
     that long); lookahead biases the file lacks start at zero."""
     encoder, tokenizer, _ = load_model(path)
-    chunk = encoder.cfg.chunk if chunk is None else chunk
-    longest = max(chunk, max_chunk, encoder.cfg.max_chunk)
-    cfg = replace(encoder.cfg, dropout=dropout, chunk=chunk, max_chunk=longest if longest > chunk else 0)
+    cfg = replace(encoder.cfg.with_chunk(encoder.cfg.chunk if chunk is None else chunk, max_chunk), dropout=dropout)
     module = CTCModule(cfg.validate(), optim, tokenizer)
     missing, _ = module.encoder.load_state_dict(extend_ahead_biases(encoder.state_dict(), module.encoder), strict=False)
     unexpected_missing = [name for name in missing if not name.endswith("attn.ahead_bias")]
@@ -80,8 +78,7 @@ def new_module(cfg: TrainConfig, train_utts: list, body: str | None = None) -> C
     tokenizer = Tokenizer.train(texts, cfg.tokenizer.kind, cfg.tokenizer.vocab_size)
     model_cfg = EncoderConfig(**{**OmegaConf.to_container(OmegaConf.structured(cfg.model)),
                                  "vocab_size": tokenizer.vocab_size})
-    if cfg.chunks and max(cfg.chunks) > model_cfg.chunk:
-        model_cfg.max_chunk = max(model_cfg.max_chunk, *cfg.chunks)
+    model_cfg = model_cfg.with_chunk(model_cfg.chunk, max(cfg.chunks, default=0))
     module = CTCModule(model_cfg, cfg.optim, tokenizer)
     taken = take_matching(module.encoder, body) if body else set()
     if cfg.init_from_whisper:
