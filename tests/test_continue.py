@@ -174,6 +174,33 @@ def test_an_arm_beside_another_renders_its_own_kokoro_slice_only(tmp_path, cont,
     assert len(rendered) == 1 and rendered[0][rendered[0].index("--engines") + 1] == "kokoro_en"
 
 
+def test_an_arm_takes_a_kokoro_slice_already_rendered(tmp_path, cont, monkeypatch, capsys):
+    """--kokoro-slice: the period trains on a slice another arm rendered, renders nothing, and says so when
+    the run heard its sentences before; the run's next slice starts after it."""
+    commands = []
+    monkeypatch.setattr(cont, "run", lambda command, log=None: commands.append(command))
+    committed = json.loads((ROOT / "recipes/voices/state/state.json").read_text())
+    heard = committed["kokoro_slices"][-1]
+    other = tmp_path / "other" / "train_kokoro_en_p099.jsonl"
+    other.parent.mkdir()
+    other.write_text("")
+    for start, end in ((heard["end"] + 50, heard["end"] + 80), (heard["start"], heard["end"])):
+        other.with_suffix(".slice.json").write_text(json.dumps({"kokoro_en": {
+            "start": start, "end": end, "hours": 0.01, "utterances": 3, "blend_seed": 7}}))
+        work = tmp_path / f"work{start}"
+        args = ["--data-root", str(DATA), "--synthetic", str(tmp_path), "--fork-from", str(ROOT / "recipes/voices/state"),
+                "--state", str(tmp_path / f"arm{start}"), "--work", str(work), "--skip-data", "--kokoro-slice", str(other)]
+        assert cont.main([*args, "--stop-after", "data"]) == 0
+        period = json.loads((work / f"p{committed['period'] + 1:03d}" / "period.json").read_text())
+        assert period["kokoro_slice"] == {"manifest": str(other), "start": start, "blend_seed": 7, "end": end,
+                                          "hours": 0.01, "utterances": 3}
+        said = capsys.readouterr().out
+        assert ("it hears them again" in said) == (start == heard["start"])
+    assert commands == []
+    with pytest.raises(SystemExit, match="no train_kokoro_en_p098.slice.json"):
+        cont.main([*args[:-1], str(other.with_name("train_kokoro_en_p098.jsonl")), "--work", str(tmp_path / "w3")])
+
+
 def test_the_rows_score_librispeech_dev_where_the_data_root_has_it(tmp_path):
     sets = carry.score_sets(DATA, tmp_path)
     assert sets["libri_dev_beam"] == (["--manifest", str(DATA / "librispeech" / "dev-clean-2.jsonl")], "beam")

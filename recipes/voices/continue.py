@@ -117,6 +117,18 @@ def score(a: argparse.Namespace, model: Path, out: Path) -> dict[str, float]:
     return {name: round(100 * json.loads((out / f"{name}.json").read_text())["summary"]["wer"], 2) for name in sets}
 
 
+def taken_slice(manifest: Path, seen: list[dict]) -> dict:
+    """A Kokoro slice already rendered (another arm's, or one this run heard before, which it then hears
+    again: said, not refused), as this period's."""
+    if not manifest.with_suffix(".slice.json").exists():
+        sys.exit(f"continue: error: --kokoro-slice {manifest}: no {manifest.with_suffix('.slice.json').name} beside it")
+    made = json.loads(manifest.with_suffix(".slice.json").read_text())["kokoro_en"]
+    for heard in (s for s in seen if s["start"] < made["end"] and made["start"] < s["end"]):
+        print(f"continue: note: the run heard sentences {heard['start']}-{heard['end']} of this slice in its period "
+              f"{heard.get('period')}; it hears them again", flush=True)
+    return {"manifest": str(manifest), "start": made["start"], "blend_seed": made["blend_seed"]}
+
+
 def probe_candidate(run: Path) -> Path:
     """A probe run's candidate weights, exported again (and its old scores dropped) when the run has no
     candidate yet or has trained on since its last one."""
@@ -165,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared-base", action="store_true",
                    help="render this period's Kokoro slice only and train on the cheaper voices' corpus already on "
                         "disk (an arm beside another that rendered it, whose Kokoro slice differs)")
+    p.add_argument("--kokoro-slice", type=Path, metavar="MANIFEST",
+                   help="train on this Kokoro slice, already rendered (e.g. another arm's), instead of rendering the "
+                        "period's own; the state records it, and the run's next slice starts after it (with "
+                        "--skip-data)")
     p.add_argument("--score-limit", type=int, default=0, help="score on each set's first N utterances only (tests)")
     p.add_argument("--dry-run", action="store_true", help="say where the run stands and what comes next")
     p.add_argument("--stop-after", choices=PHASES, help="end after this phase (e.g. data: render now, train later)")
@@ -203,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     if period["period"] == 1 and a.start != "grown" and not period["timings"]:
         period.update(init_from=None, state_from=a.start)
         origin = f"new run: {a.start}"
+    if a.kokoro_slice and not period["timings"]:
+        period["kokoro_slice"] = taken_slice(a.kokoro_slice.resolve(), period["previous"]["kokoro_slices"])
     work = a.work / f"p{period['period']:03d}"
     print(f"continue: period {period['period']} ({origin}); phases done: "
           f"{', '.join(period['timings']) or 'none'}", flush=True)
