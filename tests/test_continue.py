@@ -107,8 +107,12 @@ def test_two_periods_the_second_on_a_fresh_machine(tmp_path, cont, capsys):
     assert torch.allclose(scored, (own + first_candidate.float()) / 2, atol=1e-6)
     assert [r["candidate"] for r in rows_out] == ["period mean", "mean with the previous candidate"]
 
-    period(tmp_path / "machine2")  # again on the same machine: period 3 from the committed state
-    assert json.loads((state / "state.json").read_text())["period"] == 3
+    # again on the same machine: period 3 comes from the committed state, not the finished run folder
+    capsys.readouterr()
+    assert cont.main(["--work", str(tmp_path / "machine2"), "--state", str(state), "--data-root", str(DATA),
+                      "--synthetic", str(synthetic), "--dry-run"]) == 0
+    third = dry_run_plan(capsys)
+    assert third["period"] == 3 and third["step_offset"] == 4 and third["kokoro_slice"]["start"] == 6
 
 
 def test_a_cut_off_period_resumes_in_its_own_run_folder(tmp_path, cont, capsys):
