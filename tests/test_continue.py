@@ -400,6 +400,24 @@ def test_the_ab_table_and_curve_come_from_the_arms_rows(tmp_path, monkeypatch):
         ab.main(["--benchmarks", str(tmp_path)])
 
 
+def test_an_arm_that_continues_another_starts_its_curve_on_that_arms_rows(tmp_path, monkeypatch):
+    """Arm.continues: an arm forked from another arm's state counts that arm's periods before its own (hours,
+    steps since the A/B's fork, the periods column), and a period the other arm trained on after it is not its."""
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from bench import ab
+    def row(period, steps, train):
+        return json.dumps({"period": period, "steps": steps, "phase_minutes": {"train": train}}) + "\n"
+    (tmp_path / "fork.jsonl").write_text(row(4, 1000, 60.0))
+    (tmp_path / "a.jsonl").write_text(row(5, 2000, 60.0) + row(6, 3000, 60.0) + row(7, 4000, 60.0))
+    (tmp_path / "d.jsonl").write_text(row(7, 3600, 30.0))
+    arms = [ab.Arm("a", "", "a.jsonl", True, "", 3.6), ab.Arm("d", "", "d.jsonl", True, "", 3.6, continues="a")]
+    test_ab = ab.AB("t", "", "the fork", "fork.jsonl", 4, "ref.json", arms, [], [])
+    _, rows = ab.arm_rows(tmp_path, test_ab)
+    assert [(r["period"], r["ab_hours"], r["ab_compute_hours"]) for r in rows["d"]] == [
+        (5, 1.0, 1.0), (6, 2.0, 2.0), (7, 2.5, 2.6)]
+    assert [r["ab_hours"] for r in rows["a"]] == [1.0, 2.0, 3.0]  # a's own rows are untouched
+
+
 def test_an_arms_cost_is_measured_without_torch(tmp_path):
     """ab.py's cost worker streams an export through the beam search in a process where torch cannot load."""
     from asr.model.onnx_backend import default_onnx_dir

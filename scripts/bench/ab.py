@@ -45,6 +45,7 @@ class Arm(NamedTuple):
     from_fork: bool  # starts from the fork's weights and scores
     state: str  # its state folder, relative to the checkout
     step_s: float  # seconds a training step of its shapes takes on the reference machine (scripts/bench/step.py)
+    continues: str = ""  # the letter of the arm whose state it forked: that arm's rows up to the fork come first
 
 
 class AB(NamedTuple):
@@ -77,7 +78,9 @@ ABS = {
         Arm("a", "lookahead run on the native mixture", "native/a.jsonl", True, "recipes/native/a/state", 0.902),
         Arm("b", "(a) + distillation from Whisper base", "native/b.jsonl", True, "recipes/native/b/state", 0.902),
         Arm("c", "Whisper tiny.en's shapes and weights, distilled from Whisper base (its compute counts the steps "
-                 "since Whisper's weights)", "native/c.jsonl", False, "recipes/native/c/state", 1.351)],
+                 "since Whisper's weights)", "native/c.jsonl", False, "recipes/native/c/state", 1.351),
+        Arm("d", "(a) continued at lookahead chunks of 4, 6 and 12 frames, served at 4 (160 ms)", "native/d.jsonl",
+            True, "recipes/native/d/state", 0.902, continues="a")],
         [("dev_greedy", "dev greedy"), ("dev_beam", "dev beam + LM"), ("libri_dev_greedy", "LS dev greedy"),
          ("libri_dev_beam", "LS dev beam + LM"), ("kokoro_check_beam", "Kokoro check"),
          ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test")],
@@ -99,6 +102,8 @@ def arm_rows(benchmarks: Path, ab: AB) -> tuple[dict, dict[str, list[dict]]]:
     arms = {}
     for arm in ab.arms:
         rows = [r for r in read_rows(benchmarks / arm.rows) if r["period"] > ab.fork_period or not arm.from_fork]
+        if arm.continues:
+            rows = [dict(r) for r in arms[arm.continues] if r["period"] < rows[0]["period"]] + rows if rows else []
         hours = 0.0
         for row in rows:
             hours += row["phase_minutes"]["train"] / 60
