@@ -179,8 +179,8 @@ def test_an_arm_beside_another_renders_its_own_kokoro_slice_only(tmp_path, cont,
 
 
 def test_an_arm_takes_a_kokoro_slice_already_rendered(tmp_path, cont, monkeypatch, capsys):
-    """--kokoro-slice: the period trains on a slice another arm rendered, renders nothing, and says so when
-    the run heard its sentences before; the run's next slice starts after it."""
+    """--kokoro-slice: the period trains on a slice another arm rendered, renders no Kokoro speech (the cheaper
+    voices only), and says so when the run heard its sentences before."""
     commands = []
     monkeypatch.setattr(cont, "run", lambda command, log=None: commands.append(command))
     committed = json.loads((ROOT / "recipes/voices/state/state.json").read_text())
@@ -193,14 +193,15 @@ def test_an_arm_takes_a_kokoro_slice_already_rendered(tmp_path, cont, monkeypatc
             "start": start, "end": end, "hours": 0.01, "utterances": 3, "blend_seed": 7}}))
         work = tmp_path / f"work{start}"
         args = ["--data-root", str(DATA), "--synthetic", str(tmp_path), "--fork-from", str(ROOT / "recipes/voices/state"),
-                "--state", str(tmp_path / f"arm{start}"), "--work", str(work), "--skip-data", "--kokoro-slice", str(other)]
+                "--state", str(tmp_path / f"arm{start}"), "--work", str(work), "--kokoro-slice", str(other)]
         assert cont.main([*args, "--stop-after", "data"]) == 0
         period = json.loads((work / f"p{committed['period'] + 1:03d}" / "period.json").read_text())
         assert period["kokoro_slice"] == {"manifest": str(other), "start": start, "blend_seed": 7, "end": end,
                                           "hours": 0.01, "utterances": 3}
         said = capsys.readouterr().out
         assert ("it hears them again" in said) == (start == heard["start"])
-    assert commands == []
+    rendered = [c[c.index("--engines") + 1:c.index("--hours-train")] for c in commands if "recipes/synthetic/prepare.py" in c]
+    assert rendered == [cont.ENGINES_BASE] * 2
     with pytest.raises(SystemExit, match="no train_kokoro_en_p098.slice.json"):
         cont.main([*args[:-1], str(other.with_name("train_kokoro_en_p098.jsonl")), "--work", str(tmp_path / "w3")])
 

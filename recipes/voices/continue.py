@@ -48,8 +48,8 @@ def run(command: list[str], log: Path | None = None) -> None:
 
 def build_data(a: argparse.Namespace, period: dict, work: Path) -> None:
     """The period's corpora under a.synthetic: the cheaper voices (train.jsonl) and its Kokoro slice
-    (with --shared-base: its Kokoro slice only, beside the voices another arm rendered; with --skip-data: the
-    ones already there, e.g. made by a test)."""
+    (with --shared-base: its Kokoro slice only, beside the voices another arm rendered; with --kokoro-slice: the
+    cheaper voices only; with --skip-data: the ones already there, e.g. made by a test)."""
     kokoro = period["kokoro_slice"]
     if not a.skip_data:
         if a.shared_base and not (a.synthetic / "train.jsonl").exists():
@@ -62,9 +62,10 @@ def build_data(a: argparse.Namespace, period: dict, work: Path) -> None:
                   str(a.synthetic), "--jobs", str(a.jobs), "--check-utts", "0", "--rounds", "1"]
         if not a.shared_base:
             run([*common, "--engines", *ENGINES_BASE, "--hours-train", str(a.base_hours)], work / "data.log")
-        run([*common, "--engines", "kokoro_en", "--train-manifest", Path(kokoro["manifest"]).name,
-             "--hours-train", str(a.kokoro_hours), "--start-sentence", str(kokoro["start"]),
-             "--blend-seed", str(kokoro["blend_seed"])], work / "data.log")
+        if not a.kokoro_slice:
+            run([*common, "--engines", "kokoro_en", "--train-manifest", Path(kokoro["manifest"]).name,
+                 "--hours-train", str(a.kokoro_hours), "--start-sentence", str(kokoro["start"]),
+                 "--blend-seed", str(kokoro["blend_seed"])], work / "data.log")
     made = json.loads(Path(kokoro["manifest"]).with_suffix(".slice.json").read_text())["kokoro_en"]
     if made["start"] != kokoro["start"] or made["blend_seed"] != kokoro["blend_seed"]:
         sys.exit(f"continue: error: {kokoro['manifest']} holds another slice ({made}), not {kokoro}")
@@ -179,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                         "disk (an arm beside another that rendered it, whose Kokoro slice differs)")
     p.add_argument("--kokoro-slice", type=Path, metavar="MANIFEST",
                    help="train on this Kokoro slice, already rendered (e.g. another arm's), instead of rendering the "
-                        "period's own; the state records it, and the run's next slice starts after it (with "
-                        "--skip-data)")
+                        "period's own; the state records it, and the run's next slice starts after it")
     p.add_argument("--score-limit", type=int, default=0, help="score on each set's first N utterances only (tests)")
     p.add_argument("--dry-run", action="store_true", help="say where the run stands and what comes next")
     p.add_argument("--stop-after", choices=PHASES, help="end after this phase (e.g. data: render now, train later)")
