@@ -66,7 +66,7 @@ def build_data(a: argparse.Namespace, period: dict, work: Path) -> None:
             run([*common, "--engines", "kokoro_en", "--train-manifest", Path(kokoro["manifest"]).name,
                  "--hours-train", str(a.kokoro_hours), "--start-sentence", str(kokoro["start"]),
                  "--blend-seed", str(kokoro["blend_seed"])], work / "data.log")
-    made = json.loads(Path(kokoro["manifest"]).with_suffix(".slice.json").read_text())["kokoro_en"]
+    made = slice_record(Path(kokoro["manifest"]))
     if made["start"] != kokoro["start"] or made["blend_seed"] != kokoro["blend_seed"]:
         sys.exit(f"continue: error: {kokoro['manifest']} holds another slice ({made}), not {kokoro}")
     kokoro.update(end=made["end"], hours=made["hours"], utterances=made["utterances"])
@@ -118,12 +118,18 @@ def score(a: argparse.Namespace, model: Path, out: Path) -> dict[str, float]:
     return {name: round(100 * json.loads((out / f"{name}.json").read_text())["summary"]["wer"], 2) for name in sets}
 
 
+def slice_record(manifest: Path) -> dict:
+    """Which part of the Kokoro sentence sequence a rendered slice holds (start, end, blend_seed, hours,
+    utterances), from the record recipes/synthetic/prepare.py writes beside its manifest."""
+    return json.loads(manifest.with_suffix(".slice.json").read_text())["kokoro_en"]
+
+
 def taken_slice(manifest: Path, seen: list[dict]) -> dict:
     """A Kokoro slice already rendered (another arm's, or one this run heard before, which it then hears
     again: said, not refused), as this period's."""
     if not manifest.with_suffix(".slice.json").exists():
         sys.exit(f"continue: error: --kokoro-slice {manifest}: no {manifest.with_suffix('.slice.json').name} beside it")
-    made = json.loads(manifest.with_suffix(".slice.json").read_text())["kokoro_en"]
+    made = slice_record(manifest)
     for heard in (s for s in seen if s["start"] < made["end"] and made["start"] < s["end"]):
         print(f"continue: note: the run heard sentences {heard['start']}-{heard['end']} of this slice in its period "
               f"{heard.get('period')}; it hears them again", flush=True)

@@ -102,8 +102,8 @@ def arm_rows(benchmarks: Path, ab: AB) -> tuple[dict, dict[str, list[dict]]]:
     arms = {}
     for arm in ab.arms:
         rows = [r for r in read_rows(benchmarks / arm.rows) if r["period"] > ab.fork_period or not arm.from_fork]
-        if arm.continues:
-            rows = [dict(r) for r in arms[arm.continues] if r["period"] < rows[0]["period"]] + rows if rows else []
+        if arm.continues and rows:
+            rows = [dict(r) for r in arms[arm.continues] if r["period"] < rows[0]["period"]] + rows
         hours = 0.0
         for row in rows:
             hours += row["phase_minutes"]["train"] / 60
