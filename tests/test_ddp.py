@@ -111,6 +111,7 @@ def loaded(record: Path, rank: int, split: str) -> list[int]:
 
 
 @pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
+@pytest.mark.serial  # two ranks, one a core
 def test_ddp_on_two_cpu_processes_shards_data_exports_once_and_resumes(tmp_path: Path) -> None:
     manifest = small_manifest(tmp_path, UTTERANCES)
     run = tmp_path / "run"

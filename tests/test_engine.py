@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
 from asr.server.engine import Engine
+
+pytestmark = pytest.mark.serial  # chunks tens of ms apart, and bounds on how long they wait
 
 
 class Passes:

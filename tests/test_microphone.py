@@ -24,6 +24,8 @@ from conftest import run_module
 sys.path.insert(0, str(Path(__file__).parent / "alsa"))
 import replay  # noqa: E402
 
+pytestmark = pytest.mark.serial  # the replayed microphone runs in real time: a busy machine overflows it
+
 SENTENCE = "the quick brown fox jumps over the lazy dog"
 SECONDS = 4.0  # speech, then silence so that the endpointer closes the segment
 

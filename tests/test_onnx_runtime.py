@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -121,10 +122,14 @@ def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
     """A fresh venv with `pip install .[onnx]` only (no torch): the shipped examples, and an m4a made there
     with that venv's PyAV, transcribe to the torch backend's text, restored (cased, punctuated) and with a
     hotword list."""
+    source = tmp_path / "source"  # pip builds in the tree it installs: a copy, so the checkout's metadata stays put
+    shutil.copytree(ROOT / "asr", source / "asr", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    pip = subprocess.run([python, "-m", "pip", "install", "-q", f"{ROOT}[onnx]"], capture_output=True, text=True,
+    pip = subprocess.run([python, "-m", "pip", "install", "-q", f"{source}[onnx]"], capture_output=True, text=True,
                          env={**ENV, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}, timeout=900)
     assert pip.returncode == 0, pip.stdout + pip.stderr
     probe = subprocess.run([python, "-c", "import torch"], capture_output=True, text=True)

@@ -175,6 +175,7 @@ def test_other_sample_rate_is_resampled(server, recognizer, decoder, tmp_path):
     assert code == 1000 and [e["text"] for e in events if e["is_final"]] == expected and expected
 
 
+@pytest.mark.serial  # batching needs the streams' chunks to arrive together
 def test_a_stream_gives_the_same_events_alone_or_beside_seven_others(server, long_audio):
     data, _ = pcm(long_audio)
     alone, _ = asyncio.run(transcribe(server.url, data))
@@ -213,7 +214,7 @@ def test_the_page_and_its_scripts_are_served(server):
     (["--port", "70000"], 2, "--port must be <= 65535"),
     (["--max-streams", "0"], 2, "--max-streams must be >= 1"),
     (["--batch-wait", "-5"], 2, "--batch-wait must be >= 0 ms"),
-    (["--model", "/no/such/model.safetensors"], 1, "asr.serve: error:"),
+    (["--model", "/no/such/model.safetensors", "--port", "0"], 1, "asr.serve: error:"),
 ])
 def test_bad_options_give_one_error_line(args, status, message):
     run = subprocess.run([sys.executable, "-m", "asr.serve", *args], cwd=ROOT, capture_output=True, text=True,

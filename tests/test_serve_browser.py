@@ -30,6 +30,8 @@ if not (CHROMIUM.exists() and DRIVER.exists()):
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
+pytestmark = pytest.mark.serial  # Chromium's fake capture drops frames when the machine is busy
+
 
 @pytest.fixture
 def example_wavs(tmp_path: Path) -> tuple[Path, Path]:

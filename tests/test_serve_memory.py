@@ -5,11 +5,14 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
 import soundfile as sf
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from test_serve import EXAMPLES, ServerProcess
+
+pytestmark = pytest.mark.serial  # how many streams are in flight at once, hence the RSS, depends on speed
 
 
 def rss_mb(pid: int) -> float:

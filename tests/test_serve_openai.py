@@ -170,6 +170,7 @@ def test_the_documented_openai_example_runs_as_printed(server, capsys, page):
         assert {"transcript.text.partial", "transcript.text.delta"} <= set(events) and any("-->" in line for line in lines)
 
 
+@pytest.mark.serial  # wall-clock bounds of a few tens of ms
 def test_an_upload_gives_way_to_live_chunks_and_stops_when_abandoned(recognizer, decoder):
     engine = SimpleNamespace(busy=True, recognition=Recognition(recognizer, decoder))  # live chunks always waiting
     job = UploadJob(engine, decoder, None, None)

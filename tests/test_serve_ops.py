@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.request import urlopen
 
 import numpy as np
+import pytest
 import soundfile as sf
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -74,6 +75,7 @@ async def live_client(url: str, audio: bytes, started: asyncio.Event) -> tuple[l
     return events, ws.close_code
 
 
+@pytest.mark.serial  # real-time streams on two workers must drain within the grace period
 def test_sigterm_finishes_every_open_stream_then_exits_0():
     srv = ServerProcess("--greedy", "--workers", "2", "--log-json")
     url = f"ws://127.0.0.1:{srv.port}/asr"
