@@ -234,14 +234,16 @@ def plot(ab: AB, fork: dict, arms: dict[str, list[dict]], out: Path, shipped: di
             ax.axhline(shipped[beam] - 2, color="black", linestyle=":", linewidth=0.8,
                        label="2 points better: the bar an arm must pass")
             ax.set_ylim(bottom=min(ax.get_ylim()[0], shipped[beam] - 4))
-        ax.set_xlabel("compute since the A/B began: steps x the step's cost on the reference machine (hours)")
+        ax.set_xlabel("compute since the A/B began (hours: steps x a step's cost on the reference machine)", fontsize=8)
         ax.set_ylabel(f"{title} WER (%)")
-        ax.set_title(f"{ab.title}: {title}, the arms at equal compute", fontsize=9)
+        ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)  # below: no point hidden
+    fig.suptitle(f"{ab.title}: the arms at equal compute", fontsize=11)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    handles, labels = axes[0][0].get_legend_handles_labels()  # every panel draws the same lines
+    if handles:  # one legend below the panels, inside the saved image (bbox_inches), so no point is hidden
+        fig.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
