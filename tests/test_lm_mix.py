@@ -45,11 +45,11 @@ def test_listed_ngrams_are_the_weighted_sum_of_both_models(toy) -> None:
     assert mixed.order == 3
     for word, history in [("ZORBLAX", ("THE",)), ("CAT", ("THE",)), ("SAT", ("THE", "CAT")), ("PRO", ("ZORBLAX",)),
                           ("HOME", ()), ("<unk>", ())]:
-        listed = mixed.probs[len(history) + 1][(*history, word)]
-        expected = 0.3 * domain.prob(word, history) + 0.7 * general.prob(word, history)
+        listed = mixed.word_prob(word, history)  # listed in one model, so in the mixture
+        expected = 0.3 * domain.word_prob(word, history) + 0.7 * general.word_prob(word, history)
         assert math.isclose(listed, expected, rel_tol=1e-5), (word, history)
-    assert general.prob("ZORBLAX") == 0.0  # a word one model does not know has no mass there
-    assert mixed.prob("ZORBLAX", ("THE",)) > general.prob("ZORBLAX", ("THE",))
+    assert general.word_prob("ZORBLAX") == 0.0  # a word one model does not know has no mass there
+    assert mixed.word_prob("ZORBLAX", ("THE",)) > general.word_prob("ZORBLAX", ("THE",))
 
 
 def test_the_end_weights_are_the_models_themselves(toy) -> None:
@@ -57,8 +57,8 @@ def test_the_end_weights_are_the_models_themselves(toy) -> None:
     only_general = interpolate(read_arpa(toy[1]), general, 0.0)
     for history in HISTORIES:
         for word in ("CAT", "SAT", "</s>"):
-            assert math.isclose(only_general.prob(word, history), general.prob(word, history), rel_tol=1e-5)
-    assert only_general.prob("ZORBLAX", ("THE",)) == 0.0
+            assert math.isclose(only_general.word_prob(word, history), general.word_prob(word, history), rel_tol=1e-5)
+    assert only_general.word_prob("ZORBLAX", ("THE",)) == 0.0
 
 
 def test_kenlm_reads_the_mixture_and_the_new_words_are_in_the_lexicon(toy) -> None:

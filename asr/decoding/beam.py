@@ -19,6 +19,7 @@ and the best finished one would often be the one that left that word out.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import itertools
 import os
 from dataclasses import dataclass
@@ -73,7 +74,7 @@ def arpa_words(arpa: Path) -> list[str]:
     it is not ARPA."""
     words, section = [], None
     try:
-        with open(arpa, encoding="utf-8") as f:
+        with (gzip.open(arpa, "rt", encoding="utf-8") if arpa.suffix == ".gz" else open(arpa, encoding="utf-8")) as f:
             for number, line in enumerate(f, start=1):
                 line = line.strip()
                 if section is None and line and line != "\\data\\":
@@ -88,8 +89,8 @@ def arpa_words(arpa: Path) -> list[str]:
                         raise LMError(f"{arpa}: malformed unigram on line {number}")
                     if fields[1] not in (BOS, EOS, UNK):
                         words.append((-_log_prob(fields[0], arpa, number), fields[1]))
-    except UnicodeDecodeError:
-        raise LMError(f"{arpa}: not an ARPA language model (not UTF-8 text)") from None
+    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError):
+        raise LMError(f"{arpa}: not an ARPA language model (not UTF-8 text, or a broken .gz)") from None
     if not words:
         raise LMError(f"{arpa}: not an ARPA language model (no unigrams)")
     return [word for _, word in sorted(words)]
@@ -113,6 +114,33 @@ def _quiet_stderr():
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+
+
+@dataclass
+class Entries:
+    """The lexicon trie's words, packed (lists of lists cost ~250 bytes a word, 50 MB for 200k words): entry i
+    spells word `labels[i]` as units[offsets[i]:offsets[i + 1]], scored `scores[i]` (its log10 p after <s>, which
+    the trie smears towards the root); iterating gives (unit ids, label, score)."""
+
+    units: np.ndarray  # (U,) int32
+    offsets: np.ndarray  # (N + 1,) int64
+    labels: np.ndarray  # (N,) int32
+    scores: np.ndarray  # (N,) float32
+
+    @classmethod
+    def pack(cls, entries: list[tuple[list[int], int, float]]) -> "Entries":
+        lengths = [len(units) for units, _, _ in entries]
+        return cls(np.fromiter(itertools.chain.from_iterable(u for u, _, _ in entries), np.int32, sum(lengths)),
+                   np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+                   np.array([label for _, label, _ in entries], np.int32), np.array([s for _, _, s in entries], np.float32))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __iter__(self):
+        units, offsets = self.units.tolist(), self.offsets.tolist()
+        for i, (label, score) in enumerate(zip(self.labels.tolist(), self.scores.tolist())):
+            yield units[offsets[i]:offsets[i + 1]], label, score
 
 
 class WordLM:
@@ -143,10 +171,8 @@ class WordLM:
             raise LMError(f"{self.path}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
         start = self.lm.start(False)
         unit_ids = {unit: self.units.get_index(unit) for unit in units}
-        self.entries: list[tuple[list[int], int, float]] = []  # the trie's words: (unit ids, word index, unigram score)
-        for word, spelling in spelled:
-            index = self.words.get_index(word)
-            self.entries.append(([unit_ids[unit] for unit in spelling], index, self.lm.score(start, index)[1]))
+        self.entries = Entries.pack([([unit_ids[unit] for unit in spelling], index, self.lm.score(start, index)[1])
+                                     for index, (_, spelling) in enumerate(spelled)])  # words are indexed in order
         self.trie = self.build_trie([])
         self.unk = self.words.get_index(UNK)
         self.biasing = BiasingCache(self)  # hotword lists -> their Biasing (asr.decoding.biasing)
@@ -159,7 +185,7 @@ class WordLM:
     def build_trie(self, extra: list[tuple[list[int], int, float]]) -> Trie:
         """The lexicon trie: every lexicon word, plus `extra` entries (unit ids, word label, score)."""
         trie = Trie(len(self.units_list), self.silence)
-        for unit_ids, index, score in self.entries + extra:
+        for unit_ids, index, score in itertools.chain(self.entries, extra):
             trie.insert(unit_ids, index, score)
         trie.smear(SmearingMode.MAX)
         return trie

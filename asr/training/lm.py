@@ -1,135 +1,42 @@
 """Word n-gram language model built from training text, written as an ARPA file.
 
-Interpolated absolute discounting (one discount per order, D = n1 / (n1 + 2 n2)):
+Interpolated modified Kneser-Ney (`asr.training.kneser_ney`) over the text's own words, counted and estimated
+as numpy arrays (`asr.training.ngram`), so the same code serves a user's few hundred sentences and the
+bundled LM's tens of millions of words (recipes/lm/build.py, which adds a fixed vocabulary, shards and a mixture).
 
-    p(w | h) = max(c(h, w) - D, 0) / c(h) + gamma(h) * p(w | h'),   gamma(h) = D * N1+(h .) / c(h)
+With --min-count C, n-grams (n >= 2) seen fewer than C times are not listed (pruning keeps a large corpus's
+model small). A reader then backs off for them, and each history's back-off weight is recomputed so that
+p(. | h) still sums to one.
 
-where h' drops the oldest word of h. Unigrams are interpolated with a uniform distribution over
-the vocabulary plus <unk>. In ARPA form a listed n-gram carries its interpolated probability
-and each history carries gamma(h) as its back-off weight, so a back-off reader (KenLM) computes
-exactly the model above.
-
-With --min-count C, n-grams (n >= 2) seen fewer than C times are not listed (pruning keeps a large
-corpus's model small). A reader then backs off for them, and each history's back-off weight is
-recomputed so that p(. | h) still sums to one:
-gamma'(h) = (1 - sum of listed p(w | h)) / (1 - sum over the same w of p(w | h')).
-
-    python -m asr.training.lm --out lm.arpa [--min-count 2] TEXT_OR_MANIFEST [...]   (text: one sentence a line)
+    python -m asr.training.lm --out lm.arpa [--min-count 2] TEXT_OR_MANIFEST [...]   (text: one sentence a line;
+                                                                                      lm.arpa.gz: compressed)
 """
 from __future__ import annotations
 
 import argparse
-import math
 import sys
-from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable
 
 from asr.corpus.manifest import read_manifest
 from asr.text.normalize import normalize
-
-BOS, EOS, UNK = "<s>", "</s>", "<unk>"
-
-
-def count_ngrams(sentences: Iterable[str], order: int) -> list[Counter]:
-    """counts[n][ngram tuple] for n = 1..order over '<s> w1 .. wk </s>' (counts[0] unused)."""
-    counts = [Counter() for _ in range(order + 1)]
-    for sentence in sentences:
-        words = [BOS, *sentence.split(), EOS]
-        for n in range(1, order + 1):
-            for i in range(len(words) - n + 1):
-                counts[n][tuple(words[i:i + n])] += 1
-    counts[1].pop((BOS,), None)  # <s> is never predicted
-    return counts
+from asr.training import kneser_ney
+from asr.training.ngram import BOS, EOS, MAX_ORDER, UNK, BackoffModel, arpa_text, write_arpa
 
 
-def discount(counts: Counter) -> float:
-    n1 = sum(1 for c in counts.values() if c == 1)
-    n2 = sum(1 for c in counts.values() if c == 2)
-    return min(max(n1 / (n1 + 2 * n2), 0.1), 0.9) if n1 + n2 else 0.5
+def build_model(sentences: Iterable[str], order: int = 3, min_count: int = 1) -> BackoffModel:
+    """The `order`-gram model of normalised `sentences` over their words, listing only the n-grams (n >= 2)
+    seen at least `min_count` times."""
+    split = [s.split() for s in sentences]
+    words = [BOS, EOS, UNK] + sorted({w for s in split for w in s} - {BOS, EOS, UNK})
+    ids = {w: i for i, w in enumerate(words)}
+    counts = kneser_ney.count(kneser_ney.flatten([ids[w] for w in s] for s in split), order)
+    return kneser_ney.prune_counts(kneser_ney.estimate(counts, words), counts, [min_count] * (order - 1))
 
 
 def build_arpa(sentences: Iterable[str], order: int = 3, min_count: int = 1) -> str:
-    """ARPA text of an `order`-gram model of normalised `sentences`, listing only the n-grams (n >= 2)
-    seen at least `min_count` times."""
-    counts = count_ngrams(sentences, order)
-    vocab = sorted(w for (w,) in counts[1])
-    total = sum(counts[1].values())
-    d1 = discount(counts[1])
-    uniform = d1 * len(vocab) / total / (len(vocab) + 1)
-    probs: list[dict[tuple, float]] = [{} for _ in range(order + 1)]
-    probs[1] = {(w,): (counts[1][(w,)] - d1) / total + uniform for w in vocab}
-    probs[1][(UNK,)] = uniform
-    backoffs: dict[tuple, float] = {}
-    for n in range(2, order + 1):
-        d = discount(counts[n])
-        history_count: Counter = Counter()
-        followers: defaultdict[tuple, int] = defaultdict(int)
-        for gram, c in counts[n].items():
-            history_count[gram[:-1]] += c
-            followers[gram[:-1]] += 1
-        for history, c in history_count.items():
-            backoffs[history] = d * followers[history] / c
-        for gram, c in counts[n].items():
-            lower = lower_prob(gram[1:], probs, backoffs)
-            probs[n][gram] = (c - d) / history_count[gram[:-1]] + backoffs[gram[:-1]] * lower
-        if min_count > 1:
-            prune(counts[n], probs, backoffs, min_count)
-    return arpa_text(probs, backoffs, order)
-
-
-def arpa_text(probs: list[dict[tuple, float]], backoffs: dict[tuple, float], order: int) -> str:
-    """An `order`-gram back-off model as ARPA text: probs[n][gram] and backoffs[history] are linear (not log),
-    probs[1] holds every word and <unk> but not <s> (written first, impossible, with its back-off weight)."""
-    lines = ["\\data\\"] + [f"ngram {n}={len(probs[n]) + (n == 1)}" for n in range(1, order + 1)] + [""]
-    for n in range(1, order + 1):
-        lines.append(f"\\{n}-grams:")
-        entries = sorted(probs[n].items())
-        if n == 1:
-            entries = [((BOS,), 0.0)] + entries
-        for gram, p in entries:
-            logp = -99.0 if p <= 0 else math.log10(p)
-            line = f"{logp:.6f}\t{' '.join(gram)}"
-            if n < order and gram in backoffs:
-                line += f"\t{math.log10(backoffs[gram]) if backoffs[gram] > 0 else -99.0:.6f}"
-            lines.append(line)
-        lines.append("")
-    lines.append("\\end\\")
-    return "\n".join(lines) + "\n"
-
-
-def prune(counts: Counter, probs: list[dict[tuple, float]], backoffs: dict[tuple, float], min_count: int) -> None:
-    """Unlist the n-grams of `counts` (one order n) seen fewer than `min_count` times and renormalise
-    the back-off weights of their histories, in place."""
-    n = len(next(iter(counts)))
-    for gram, c in counts.items():
-        if c < min_count:
-            del probs[n][gram]
-    renormalise(probs[n], {gram[:-1] for gram in counts}, probs, backoffs)
-
-
-def renormalise(grams: Iterable[tuple], histories: Iterable[tuple], probs: list[dict[tuple, float]],
-                backoffs: dict[tuple, float]) -> None:
-    """Set the back-off weight of every one of `histories` (all of one length) so that p(. | h) sums to one
-    given its listed continuations among `grams`, in place:
-    gamma(h) = (1 - sum of listed p(w | h)) / (1 - sum over the same w of p(w | h')).
-    The lower orders' probabilities and weights must be final."""
-    listed_mass: defaultdict[tuple, float] = defaultdict(float)  # sum of listed p(w | h)
-    lower_mass: defaultdict[tuple, float] = defaultdict(float)  # sum of p(w | h') over the same w
-    for gram in grams:
-        listed_mass[gram[:-1]] += probs[len(gram)][gram]
-        lower_mass[gram[:-1]] += lower_prob(gram[1:], probs, backoffs)
-    for history in histories:
-        backoffs[history] = max(1 - listed_mass[history], 0.0) / max(1 - lower_mass[history], 1e-12)
-
-
-def lower_prob(gram: tuple, probs: list[dict[tuple, float]], backoffs: dict[tuple, float]) -> float:
-    """p(gram[-1] | gram[:-1]) under the lower orders already estimated (back off through unseen n-grams)."""
-    if gram in probs[len(gram)]:
-        return probs[len(gram)][gram]
-    if len(gram) == 1:
-        return probs[1][(UNK,)]
-    return backoffs.get(gram[:-1], 1.0) * lower_prob(gram[1:], probs, backoffs)
+    """ARPA text of `build_model`."""
+    return arpa_text(build_model(sentences, order, min_count))
 
 
 def read_sentences(path: Path, split: str = "") -> list[str]:
@@ -150,13 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="", help="from manifests with a `split` field, read only this split")
     parser.add_argument("--min-count", type=int, default=1, help="list only n-grams (n >= 2) seen this often")
     args = parser.parse_args(argv)
+    if not 1 <= args.order <= MAX_ORDER:
+        parser.error(f"--order must be 1 to {MAX_ORDER}")
     sentences = []
     for source in args.sources:
         if not source.is_file():
             print(f"asr.training.lm: error: {source}: no such file", file=sys.stderr)
             return 1
         sentences += read_sentences(source, args.split)
-    args.out.write_text(build_arpa(sentences, args.order, args.min_count), encoding="utf-8")
+    write_arpa(build_model(sentences, args.order, args.min_count), args.out)
     print(f"{args.out}: {args.order}-gram model of {len(sentences)} sentences", file=sys.stderr)
     return 0
 

@@ -15,6 +15,8 @@ import sys
 from itertools import product
 from pathlib import Path
 
+import numpy as np
+
 from asr import cli
 from asr.audio import AudioError, interrupt
 from asr.audio.files import load_audio
@@ -28,17 +30,29 @@ from asr.text.normalize import normalize
 
 
 def grid_search(logprobs: list, refs: list[str], tokenizer, lm: str, weights: list[float], scores: list[float],
-                beam_size: int) -> list[tuple[float, float, Score, Score]]:
+                beam_size: int, lexicon_words: int | None = BeamConfig().lexicon_words) -> list[tuple[float, float, Score, Score]]:
     """(lm_weight, word_score, word score, char score) for every grid point."""
     rows = []
     for weight, word_score in product(weights, scores):
-        decoder = Decoder(tokenizer, WordLM(tokenizer, lm, BeamConfig(beam_size, weight, word_score)))
+        cfg = BeamConfig(beam_size, weight, word_score, lexicon_words=lexicon_words)
+        decoder = Decoder(tokenizer, WordLM(tokenizer, lm, cfg))
         scored = [score(ref, normalize(decoder.text(decoder.decode(lp)))) for lp, ref in zip(logprobs, refs)]
         words, chars = Score.total(w for w, _, _ in scored), Score.total(c for _, c, _ in scored)
         rows.append((weight, word_score, words, chars))
         print(f"lm_weight={weight:g} word_score={word_score:g} WER={words.rate() * 100:.2f} "
               f"CER={chars.rate() * 100:.2f}", flush=True)
     return rows
+
+
+def cached_logprobs(cache: Path | None, compute) -> list[np.ndarray]:
+    """The (T, V) log-probs saved in `cache`, else `compute()` (saved there when a path is given)."""
+    if cache is not None and cache.is_file():
+        with np.load(cache) as saved:
+            return [saved[f"u{i}"] for i in range(len(saved.files))]
+    logprobs = compute()
+    if cache is not None:
+        np.savez(cache, **{f"u{i}": lp for i, lp in enumerate(logprobs)})
+    return logprobs
 
 
 @interrupt.handled("tools.tune_lm")
@@ -49,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm-weights", type=cli.finite_float, nargs="+", default=[0.5, 1.0, 1.5])
     parser.add_argument("--word-scores", type=cli.finite_float, nargs="+", default=[-1.0, 0.0, 1.0])
     parser.add_argument("--beam-size", type=cli.positive_int, default=BeamConfig().beam_size)
+    parser.add_argument("--lexicon-words", type=cli.positive_int, default=BeamConfig().lexicon_words,
+                        help="the LM's most probable words the search may output (default: %(default)s; all if unset)")
+    parser.add_argument("--cache", type=Path, help="keep the acoustic log-probs in this .npz file and reuse them "
+                        "when it exists (the same model, manifest, split and --limit)")
     args = parser.parse_args(argv)
     lms = args.lm or [path for path in [default_lm_path()] if path]
     rows = []
@@ -60,13 +78,15 @@ def main(argv: list[str] | None = None) -> int:
                 raise FileNotFoundError(f"{lm}: no such LM file")
         utterances = read_manifest(args.manifest, args.split)[: args.limit]
         recognizer = cli.load_recognizer(args)
-        logprobs = [recognizer.offline_logprobs(load_audio(u.audio)) for u in utterances]
+        logprobs = cached_logprobs(args.cache, lambda: [recognizer.offline_logprobs(load_audio(u.audio))
+                                                        for u in utterances])
         refs = [normalize(u.text) for u in utterances]
         for lm in lms:
             if len(lms) > 1:
                 print(f"lm={lm}", flush=True)
             rows += [(str(lm), *row) for row in grid_search(logprobs, refs, recognizer.tokenizer, str(lm),
-                                                            args.lm_weights, args.word_scores, args.beam_size)]
+                                                            args.lm_weights, args.word_scores, args.beam_size,
+                                                            args.lexicon_words)]
     except (ManifestError, ModelError, AudioError, LMError, FileNotFoundError) as err:
         cli.error("training.tune_lm", err)
         return 1
