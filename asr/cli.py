@@ -146,7 +146,8 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lm-weight", type=finite_float, default=defaults.lm_weight, help="LM weight (with an LM)")
     parser.add_argument("--word-score", type=finite_float, default=defaults.word_score, help="score per word (with an LM)")
     parser.add_argument("--lexicon-words", type=positive_int, default=defaults.lexicon_words,
-                        help=f"the LM's N most probable words make the search's lexicon (default {defaults.lexicon_words})")
+                        help="the LM's N most probable words make the search's lexicon "
+                             f"(default {defaults.lexicon_words or 'all of them'})")
     parser.add_argument("--hotwords", metavar="FILE",
                         help="words and phrases to favour, one a line with an optional boost after it "
                              f"(e.g. 'jessica pemberton 12'; default boost {DEFAULT_BOOST:g}); words outside the "

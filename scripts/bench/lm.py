@@ -1,0 +1,143 @@
+"""What a word LM costs the torch-free runtime, two LMs (each with its search settings) in one run.
+
+    python scripts/bench/lm.py --lm asr/pretrained/default.arpa.gz \
+        --baseline old/default.arpa --baseline-args '--lexicon-words 20000 --beam-size 128 --lm-weight 1.5 --word-score 0' \
+        [--lm-args '...'] [--limit 30] [--runs 3] [--out benchmarks/lm_costs.json]
+
+For each: the file's size; the time from starting `python -m asr.transcribe --backend onnx` on a 5.5 s file (the
+two shipped examples) to its first line of text, the median of --runs runs; the peak RSS of the same command on a
+33 s file (the examples six times over, with pauses); and the compute per 500 ms chunk (model step, search and
+partial, one thread, p50 and p95) streaming the first --limit dev-clean-2 utterances as asr.stream does, in a
+process that cannot import torch. The server's knee (streams at p95 < 250 ms) is scripts/bench/serve.py's, run
+with --server-args '--lm NEW ...' --baseline '--lm OLD ...'. Writes --out (JSON) and prints a markdown table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ folder: `bench` package
+
+from bench import peak  # noqa: E402
+from bench.quiet import load_now, machine  # noqa: E402
+from bench.server_process import ROOT  # noqa: E402
+
+EXAMPLES = sorted((ROOT / "asr" / "examples").glob("*.flac"))
+DEV = ROOT.parent / "shared" / "data" / "librispeech" / "dev-clean-2.jsonl"
+
+
+def test_files(folder: Path) -> tuple[Path, Path]:
+    """A 5.5 s file (the two examples, back to back) and a 33 s one (both six times, with 0.25 s pauses)."""
+    waves = [sf.read(path, dtype="float32")[0] for path in EXAMPLES]
+    pause = np.zeros(4000, np.float32)
+    short, long = folder / "short.wav", folder / "long.wav"
+    sf.write(short, np.concatenate(waves), 16000)
+    sf.write(long, np.concatenate([part for _ in range(6) for w in waves for part in (w, pause)]), 16000)
+    return short, long
+
+
+def first_text_s(audio: Path, args: list[str]) -> float:
+    """Seconds from starting asr.transcribe to the first line it prints."""
+    began = time.perf_counter()
+    with subprocess.Popen([sys.executable, "-m", "asr.transcribe", "--backend", "onnx", *args, str(audio)], cwd=ROOT,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as process:
+        line = process.stdout.readline()
+        elapsed = time.perf_counter() - began
+        process.wait()
+    if not line.strip():
+        raise RuntimeError(f"asr.transcribe {' '.join(args)} printed no text")
+    return elapsed
+
+
+def peak_rss_mb(audio: Path, args: list[str], folder: Path) -> float:
+    report = folder / "peak.txt"
+    subprocess.run(peak.command(report, "asr.transcribe", "--backend", "onnx", *args, str(audio)), cwd=ROOT,
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return peak.read_mb(report)
+
+
+def chunk_worker(lm: str, args: list[str], limit: int) -> dict:
+    """Stream the first `limit` dev utterances through the bundled ONNX export with `lm` (500 ms chunks, one thread),
+    in this process, which must not import torch."""
+    sys.modules["torch"] = None
+    from asr import cli  # noqa: PLC0415
+    from asr.audio.files import load_audio  # noqa: PLC0415
+    from asr.corpus.manifest import read_manifest  # noqa: PLC0415
+    from asr.decoding.beam import BeamConfig  # noqa: PLC0415
+    from asr.decoding.decoder import Decoder  # noqa: PLC0415
+    from asr.model.recognizer import Recognizer  # noqa: PLC0415
+    from asr.pretrained import bundled  # noqa: PLC0415
+    from bench.ours import stream_clip  # noqa: PLC0415
+
+    parser = cli.new_parser("bench.lm", "")
+    cli.add_decoder_args(parser)
+    o = parser.parse_args(args)
+    cfg = BeamConfig(o.beam_size, o.lm_weight, o.word_score, o.lexicon_words, o.beam_threshold, o.token_beam)
+    recognizer = Recognizer.load(bundled("onnx") / "encoder.onnx", backend="onnx", threads=1)
+    began = time.perf_counter()
+    decoder = Decoder.load(recognizer.tokenizer, lm, cfg, restorer=None)
+    load_s = time.perf_counter() - began
+    chunk_ms = []
+    for utt in read_manifest(DEV)[:limit]:
+        chunk_ms += stream_clip(recognizer, decoder, load_audio(utt.audio), 8000)[1]
+    return {"lm_load_s": load_s, "chunks": len(chunk_ms), "chunk_p50_ms": float(np.percentile(chunk_ms, 50)),
+            "chunk_p95_ms": float(np.percentile(chunk_ms, 95))}
+
+
+def measure(lm: Path, args: list[str], limit: int, runs: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        short, long = test_files(folder)
+        full = ["--lm", str(lm), *args]
+        first = statistics.median(first_text_s(short, full) for _ in range(runs))
+        rss = peak_rss_mb(long, full, folder)
+        out = folder / "chunks.json"
+        subprocess.run([sys.executable, __file__, "--chunk-worker", str(lm), "--lm-args", shlex.join(args),
+                        "--limit", str(limit), "--json", str(out)], cwd=ROOT, check=True)
+        chunks = json.loads(out.read_text())
+    return {"lm": str(lm), "args": args, "lm_mb": round(lm.stat().st_size / 1e6, 1), "first_text_s": round(first, 2),
+            "peak_rss_mb": round(rss), **{k: round(v, 2) for k, v in chunks.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--lm", type=Path, default=ROOT / "asr" / "pretrained" / "default.arpa.gz")
+    p.add_argument("--lm-args", default="", help="its search options, as asr.transcribe takes them")
+    p.add_argument("--baseline", type=Path, help="the LM to compare with, in the same run")
+    p.add_argument("--baseline-args", default="")
+    p.add_argument("--limit", type=int, default=30)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--out", type=Path)
+    p.add_argument("--chunk-worker", help=argparse.SUPPRESS)
+    p.add_argument("--json", type=Path, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.chunk_worker:
+        a.json.write_text(json.dumps(chunk_worker(a.chunk_worker, shlex.split(a.lm_args), a.limit)))
+        return 0
+    rows = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_at_start": load_now(), "machine": machine()}
+    for name, lm, args in [("lm", a.lm, a.lm_args), ("baseline", a.baseline, a.baseline_args)]:
+        if lm is not None:
+            rows[name] = measure(lm, shlex.split(args), a.limit, a.runs)
+            print(json.dumps(rows[name]), flush=True)
+    columns = ["lm_mb", "first_text_s", "peak_rss_mb", "lm_load_s", "chunk_p50_ms", "chunk_p95_ms"]
+    print("| LM | " + " | ".join(columns) + " |\n|---|" + "---:|" * len(columns))
+    for name in ("baseline", "lm"):
+        if name in rows:
+            print(f"| {rows[name]['lm']} | " + " | ".join(str(rows[name][c]) for c in columns) + " |")
+    if a.out:
+        a.out.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
