@@ -68,8 +68,8 @@ async def error_middleware(request: web.Request, handler: Callable[[web.Request]
     except ApiError as err:
         metrics.UPLOADS.labels(str(err.status)).inc()
         return err.response()
-    except Abandoned:  # nobody hears the answer
-        metrics.UPLOADS.labels("499").inc()
+    except (Abandoned, ConnectionError):  # the client went away while sending the file or awaiting the answer
+        dropped(request)
         return web.Response(status=499)
     except web.HTTPException as err:
         if err.status < 400:
@@ -267,8 +267,13 @@ class Endpoint:
                 await _event(response, {"type": "transcript.text.delta", "delta": ("" if first else " ") + emission.text})
                 first = False
             transcript = work.result()
+        except (Abandoned, ConnectionError):  # the client went away: nobody hears an error event
+            if not response.prepared:
+                raise
+            dropped(request)
+            return response
         except Exception as err:  # after the first event, a failure can only be an event itself
-            if not response.prepared or isinstance(err, Abandoned):
+            if not response.prepared:
                 raise
             if not isinstance(err, ApiError):
                 log.exception("upload failed")
@@ -283,6 +288,13 @@ class Endpoint:
         await _event(response, {"type": "transcript.text.done", "text": transcript.text})
         metrics.UPLOADS.labels("200").inc()
         return response
+
+
+def dropped(request: web.Request) -> None:
+    """Count and log (one line) a request whose client went away before its answer: 499, nginx's "client closed
+    request", never a 5xx; nothing is lost but an answer nobody waits for."""
+    metrics.UPLOADS.labels("499").inc()
+    log.info("upload dropped: the client went away", extra={"status": 499, "path": request.path})
 
 
 def _gone(request: web.Request) -> bool:
