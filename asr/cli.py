@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import logging
 import math
 import os
 import re
@@ -89,8 +90,23 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.tool}: error: {message} (python -m {self.tool} --help lists the options)\n")
 
 
+class ToolWarnings(logging.Handler):
+    """The package's warnings (e.g. asr.audio's for a WAV file cut short) as `asr.TOOL: warning: ...` lines on the
+    stderr of the moment."""
+
+    def __init__(self, tool: str):
+        super().__init__(logging.WARNING)
+        self.tool = tool
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"{self.tool}: warning: {record.getMessage()}", file=sys.stderr)
+
+
 def new_parser(module: str, doc: str | None) -> Parser:
-    """The parser of `python -m <module>`, its docstring as the description (kept as written)."""
+    """The parser of `python -m <module>`, its docstring as the description (kept as written). Every tool makes
+    it first thing, so this is also where its warnings are routed to stderr in its name (`ToolWarnings`)."""
+    package = logging.getLogger("asr")
+    package.handlers[:] = [h for h in package.handlers if not isinstance(h, ToolWarnings)] + [ToolWarnings(module)]
     return Parser(module, prog=f"python -m {module}", description=doc,
                   formatter_class=argparse.RawDescriptionHelpFormatter)
 
