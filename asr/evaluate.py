@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         report = {"manifest": str(args.manifest), "mode": "streaming" if args.streaming else "offline",
                   "decoder": decoder.kind, "lm": str(decoder.lm.path) if decoder.lm else None,
                   "chunk_ms": args.chunk_ms if args.streaming else None, "summary": summary,
-                  "failed": errors,
-                  "skipped": [str(err) for err in skipped or []], "utterances": [asdict(r) for r in results]}
+                  "failed": errors, "skipped": [str(err) for err in skipped or []],
+                  "utterances": [asdict(r) for r in results]}
         args.report.write_text(json.dumps(report, indent=1) + "\n")
     if args.by_speaker:
         for speaker, count, words, chars in by_speaker(results):

@@ -37,7 +37,8 @@ def server(recognizer, decoder):
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """About 40 s of speech with pauses (many finals): long enough that no request ends before its client drops."""
-    a, b = (sf.read(EXAMPLES / name, dtype="float32")[0] for name in ("synthetic_slt.flac", "speechocean762_0813_0233.flac"))
+    a, b = (sf.read(EXAMPLES / name, dtype="float32")[0]
+            for name in ("synthetic_slt.flac", "speechocean762_0813_0233.flac"))
     gap = np.zeros(SAMPLE_RATE, np.float32)
     path = tmp_path_factory.mktemp("drops") / "speech.wav"
     sf.write(path, np.concatenate([a, gap, b, gap] * 4), SAMPLE_RATE, subtype="PCM_16")

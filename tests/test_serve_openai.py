@@ -144,7 +144,8 @@ def test_each_bad_request_gets_one_clear_error_and_the_server_serves_on(server, 
 
 
 def test_the_models_list_names_the_served_model(server, client):
-    """OpenAI's clients call GET /v1/models (it was a 404): OpenAI's list shape, the one model served, behind the key."""
+    """OpenAI's clients call GET /v1/models (it was a 404): OpenAI's list shape, the one model served, behind the
+    key."""
     models = list(client.models.list())
     assert [(m.id, m.object, m.owned_by) for m in models] == [("asr-default", "model", "asr")]
     assert abs(models[0].created - time.time()) < 3600 * 24

@@ -172,9 +172,8 @@ def _worker(args: tuple[list[Path], Path, str, int, int, int]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from asr.corpus.manifest import read_manifest  # noqa: PLC0415
-
     from asr import cli  # noqa: PLC0415
+    from asr.corpus.manifest import read_manifest  # noqa: PLC0415
 
     p = cli.new_parser("asr.training.teacher", __doc__)
     p.add_argument("manifests", nargs="+", type=Path, help="the training manifests whose audio it runs over")
