@@ -138,7 +138,9 @@ class Connection(AsyncEventHandler):
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away
         finally:
-            if self.stream is not None:  # in the middle of a stream: counted and logged as /asr's streams are
+            # A client gone in the middle of a stream is counted and logged as on /asr (at a stop, a stream still
+            # open after its grace is dropped by the server, not the client).
+            if self.stream is not None and not self.server.stopping.done():
                 metrics.error("disconnected")
                 self.server.app.note("wyoming stream dropped: the client went away",
                                      audio_s=round(self.stream.seconds, 3))
