@@ -20,7 +20,7 @@ the bundled model, --greedy for greedy CTC, --lm for another LM (python -m asr.t
 --restorer-text FILE (cased, punctuated sentences, one a line: the restorer's held-out split,
 data/restorer/held.txt from recipes/restorer/prepare.py) also scores the casing and punctuation
 restorer on it: F1 per mark and casing accuracy, beside the trivial baseline (capitalise the first
-word, end with a period). WER itself is always scored on normalised words. Without --manifest only
+word, end with a period). WER itself is always scored on normalised words. Without a manifest only
 the restorer is scored.
 """
 from __future__ import annotations
