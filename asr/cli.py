@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import functools
+import logging
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Callable
@@ -16,6 +18,7 @@ from typing import Callable
 from asr import api
 from asr.api import chunk_samples  # noqa: F401  (the tools' --chunk-ms in samples)
 from asr.batch.padded import DEFAULT_BATCH_SECONDS
+from asr.corpus.manifest import skipped_note
 from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
 from asr.decoding.endpoint import EndpointConfig
@@ -69,10 +72,43 @@ def _unit_interval(text: str) -> float:
 positive_int, positive_float = _positive(int), _positive(float)
 
 
-def new_parser(module: str, doc: str | None) -> argparse.ArgumentParser:
-    """The parser of `python -m <module>`, its docstring as the description (kept as written)."""
-    return argparse.ArgumentParser(prog=f"python -m {module}", description=doc,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+# A value that looks like a negative number, infinity or NaN ("-1", "-.5", "-1e3", "-inf") is a value, not an option
+# (argparse's own pattern knows only "-1" and "-.5": `--word-score -inf` read as a missing value).
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the tools' manners: a bad option is one line on stderr, `asr.TOOL: error: ...` with a pointer
+    to --help (which alone prints the usage), exit status 2; negative numbers are values."""
+
+    def __init__(self, tool: str, **kwargs):
+        super().__init__(**kwargs)
+        self.tool = tool
+        self._negative_number_matcher = NEGATIVE_NUMBER
+
+    def error(self, message: str):
+        self.exit(2, f"{self.tool}: error: {message} (python -m {self.tool} --help lists the options)\n")
+
+
+class ToolWarnings(logging.Handler):
+    """The package's warnings (e.g. asr.audio's for a WAV file cut short) as `asr.TOOL: warning: ...` lines on the
+    stderr of the moment."""
+
+    def __init__(self, tool: str):
+        super().__init__(logging.WARNING)
+        self.tool = tool
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(f"{self.tool}: warning: {record.getMessage()}", file=sys.stderr)
+
+
+def new_parser(module: str, doc: str | None) -> Parser:
+    """The parser of `python -m <module>`, its docstring as the description (kept as written). Every tool makes
+    it first thing, so this is also where its warnings are routed to stderr in its name (`ToolWarnings`)."""
+    package = logging.getLogger("asr")
+    package.handlers[:] = [h for h in package.handlers if not isinstance(h, ToolWarnings)] + [ToolWarnings(module)]
+    return Parser(module, prog=f"python -m {module}", description=doc,
+                  formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def add_model_args(parser: argparse.ArgumentParser, device: bool = True) -> None:
@@ -102,11 +138,33 @@ def add_model_args(parser: argparse.ArgumentParser, device: bool = True) -> None
 
 
 def add_manifest_args(parser: argparse.ArgumentParser, required: bool = True) -> None:
-    """--manifest (required unless told), the model options, --split and --limit: tools that score a manifest."""
+    """--manifest (required unless told), the model options, --split, --limit and --skip-bad: tools that score a
+    manifest."""
     parser.add_argument("--manifest", required=required, help="JSON Lines manifest with audio and text")
     add_model_args(parser)
     parser.add_argument("--split", default="", help="only the manifest rows of this split (e.g. test for FSDD)")
     parser.add_argument("--limit", type=positive_int, help="only the first N utterances")
+    add_skip_bad(parser, "score")
+
+
+def add_skip_bad(parser: argparse.ArgumentParser, verb: str) -> None:
+    """--skip-bad: leave out the manifest lines `read_manifest` refuses (no usable text, broken JSON...) and
+    `verb` the rest, saying how many were left out; without it the first such line is an error."""
+    parser.add_argument("--skip-bad", action="store_true",
+                        help=f"{verb} the rest of a manifest whose lines have no usable text (missing, null or "
+                             "empty) or are otherwise broken, saying how many were left out (default: the first "
+                             "such line is an error)")
+
+
+def skipping(args: argparse.Namespace) -> list | None:
+    """`read_manifest`'s `skipped` for the options: a list to collect the bad lines with --skip-bad, else None."""
+    return [] if getattr(args, "skip_bad", False) else None
+
+
+def note_skipped(tool: str, manifest: object, skipped: list | None) -> None:
+    """One line on stderr for the lines --skip-bad left out of `manifest` (none: nothing)."""
+    if skipped:
+        print(f"asr.{tool}: {skipped_note(manifest, skipped)}", file=sys.stderr)
 
 
 def add_chunk_ms(parser: argparse.ArgumentParser, default: float, help: str) -> None:

@@ -1,7 +1,11 @@
 """Word and character error rates of a model on a manifest.
 
-    python -m asr.evaluate --manifest M.jsonl [--model PATH] [--streaming --chunk-ms 500] [--jobs N]
+    python -m asr.evaluate M.jsonl [--model PATH] [--streaming --chunk-ms 500] [--jobs N] [--skip-bad]
                            [--split NAME] [--report PATH] [--limit N] [--greedy | --lm LM.arpa] [--by-speaker]
+
+The manifest comes first or as --manifest M.jsonl. A line without usable text (missing, null, not a string,
+or no words once normalised) would be an empty reference and a wrong WER: it is an error naming the file and
+the line, unless --skip-bad, which scores the rest and says how many lines it left out.
 
 References and hypotheses both go through asr.text.normalize before jiwer scores them.
 Offline mode computes the utterances' log-probs in length-sorted padded batches (--batch-seconds S of audio a
@@ -16,7 +20,7 @@ the bundled model, --greedy for greedy CTC, --lm for another LM (python -m asr.t
 --restorer-text FILE (cased, punctuated sentences, one a line: the restorer's held-out split,
 data/restorer/held.txt from recipes/restorer/prepare.py) also scores the casing and punctuation
 restorer on it: F1 per mark and casing accuracy, beside the trivial baseline (capitalise the first
-word, end with a period). WER itself is always scored on normalised words. Without --manifest only
+word, end with a period). WER itself is always scored on normalised words. Without a manifest only
 the restorer is scored.
 """
 from __future__ import annotations
@@ -41,6 +45,8 @@ from asr.model.errors import ModelError
 @interrupt.handled("evaluate")
 def main(argv: list[str] | None = None) -> int:
     parser = cli.new_parser("asr.evaluate", __doc__)
+    parser.add_argument("given", nargs="?", metavar="MANIFEST", help="JSON Lines manifest with audio and text "
+                                                                     "(or --manifest)")
     cli.add_manifest_args(parser, required=False)
     parser.add_argument("--streaming", action="store_true", help="feed the audio in chunks of --chunk-ms")
     cli.add_chunk_ms(parser, 500.0, "streaming chunk in ms (default 500)")
@@ -53,18 +59,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="also score the casing and punctuation restorer on these sentences (one a line)")
     cli.add_decoder_args(parser)
     args = parser.parse_args(argv)
+    if args.given and args.manifest and args.given != args.manifest:
+        parser.error(f"two manifests ({args.given} and --manifest {args.manifest}): give one")
+    args.manifest = args.manifest or args.given
     if args.manifest is None and args.restorer_text is None:
-        parser.error("the following arguments are required: --manifest (or --restorer-text)")
+        parser.error("the following arguments are required: MANIFEST or --manifest (or --restorer-text)")
     if args.jobs > 1 and (args.streaming or args.batch_seconds == 0):
         parser.error("--jobs runs the offline mode's batches: not with --streaming or --batch-seconds 0")
+    skipped = cli.skipping(args)
     try:
-        utterances = read_manifest(args.manifest, args.split)[: args.limit] if args.manifest else []
+        utterances = read_manifest(args.manifest, args.split, skipped=skipped)[: args.limit] if args.manifest else []
         recognizer = cli.load_recognizer(args)
         decoder = cli.load_decoder(args, recognizer)
         restorer = restorer_lines(decoder, args.restorer_text) if args.restorer_text else []
     except (ManifestError, ModelError, LMError, ValueError, OSError) as err:
         cli.error("evaluate", err)
         return 1
+    cli.note_skipped("evaluate", args.manifest, skipped)
     if args.manifest is None:
         print("\n".join(restorer))
         return 0
@@ -85,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         report = {"manifest": str(args.manifest), "mode": "streaming" if args.streaming else "offline",
                   "decoder": decoder.kind, "lm": str(decoder.lm.path) if decoder.lm else None,
                   "chunk_ms": args.chunk_ms if args.streaming else None, "summary": summary,
-                  "failed": errors, "utterances": [asdict(r) for r in results]}
+                  "failed": errors, "skipped": [str(err) for err in skipped or []],
+                  "utterances": [asdict(r) for r in results]}
         args.report.write_text(json.dumps(report, indent=1) + "\n")
     if args.by_speaker:
         for speaker, count, words, chars in by_speaker(results):

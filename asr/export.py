@@ -8,7 +8,6 @@ quantised copy. Run it with `python -m asr.transcribe --backend onnx --onnx-dir 
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from asr import cli
@@ -18,7 +17,7 @@ from asr.model.errors import ModelError, needs_train_extra
 
 @interrupt.handled("export")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr.export", description=__doc__.split("\n\n")[0])
+    parser = cli.new_parser("asr.export", __doc__.split("\n\n")[0])
     parser.add_argument("--onnx", required=True, metavar="DIR", help="folder to write the ONNX export to")
     parser.add_argument("--int8", action="store_true", help="also write a dynamically quantised int8 graph")
     parser.add_argument("--model", help="model file (.safetensors); default: the bundled model")

@@ -2,7 +2,7 @@
 
     python -m asr.finetune DATA --out DIR [--model M] [--minutes 20] [--device cpu|cuda] [--tune-lm]
                            [--test MANIFEST | --test-split auto|speaker|recording --test-share 0.2]
-                           [--replay-data-root ../shared/data] [--check]
+                           [--replay-data-root ../shared/data] [--check] [--skip-bad]
 
 DATA: a folder of recordings with a transcript beside each (STEM.txt or STEM.lab; the first folder under
 DATA names the speaker), a CSV/TSV table of audio paths and text, or a JSON Lines manifest (docs/corpus.md).
@@ -89,6 +89,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="choose that share on the test split instead (its beam figures are then optimistic)")
     parser.add_argument("--seed", type=int, default=0, help="the split, the replay draw and training's seed")
     parser.add_argument("--check", action="store_true", help="only build and check the data and the split (DIR/data/)")
+    cli.add_skip_bad(parser, "train and test on")
     return parser.parse_args(argv)
 
 

@@ -8,8 +8,9 @@ stereo, any length), `-` for standard input, folders (searched recursively for a
 (*.jsonl). Files are read block-wise and resampled
 block-wise exactly (asr.audio.files.read_blocks), so an hour-long file needs little memory.
 Without --output-dir the results go to stdout (txt: the text alone for one file, FILE<TAB>TEXT
-lines for several; json: one object a line). A failed file gives one error line on stderr;
-the others are still transcribed, a summary names the failures and the exit status is 1.
+lines for several; json: one object a line, naming its file in "audio"; srt and vtt: one file only, since
+subtitle files run together are no subtitle file: several need --output-dir). A failed file gives one error
+line on stderr; the others are still transcribed, a summary names the failures and the exit status is 1.
 `--ray [ADDRESS] ... --output-dir DIR` runs the same on a Ray cluster, in resumable shards (asr/batch/cluster.py).
 """
 from __future__ import annotations
@@ -54,7 +55,7 @@ def expand_inputs(items: Iterable[str]) -> tuple[list[Path], list[float], list[s
             known.extend([None] * len(found))
         elif path.suffix.lower() in MANIFEST_SUFFIXES:
             try:
-                utterances = read_manifest(path)
+                utterances = read_manifest(path, text=False)  # no text is needed
             except ManifestError as err:
                 errors.append(str(err))
                 continue
@@ -110,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(cluster.address_flag(sys.argv[1:] if argv is None else argv))
     files, seconds, errors = expand_inputs(args.inputs)
+    if args.format in ("srt", "vtt") and not args.output_dir and len(files) > 1:
+        parser.error(f"--format {args.format} of {len(files)} files to standard output would run their subtitles "
+                     "together into one invalid file: give --output-dir DIR (one file each)")
     for error in errors:
         cli.error("transcribe", error)
     if not files:

@@ -154,3 +154,15 @@ def test_jobs_need_the_offline_batches(manifest: Path, capsys) -> None:
             evaluate.main(["--manifest", str(manifest), "--jobs", "2", *mode])
         assert exit_.value.code == 2
         assert "--jobs runs the offline mode's batches" in capsys.readouterr().err
+
+
+def test_the_manifest_may_come_first_without_its_flag(manifest: Path, model_path: Path, capsys) -> None:
+    """`asr.evaluate FILE.jsonl` as `asr.transcribe FILE.jsonl` takes it (it was refused: only --manifest)."""
+    code, flagged = run(capsys, "--manifest", str(manifest), "--model", str(model_path), "--greedy")
+    assert code == 0
+    code, given = run(capsys, str(manifest), "--model", str(model_path), "--greedy")
+    scores = [LAST_LINE.fullmatch(lines[-1]).group(1, 2, 4) for lines in (given, flagged)]
+    assert code == 0 and scores[0] == scores[1]
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.main([str(manifest), "--manifest", str(manifest.with_name("other.jsonl"))])
+    assert exit_.value.code == 2 and "two manifests" in capsys.readouterr().err

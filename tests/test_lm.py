@@ -204,7 +204,9 @@ def test_a_non_positive_beam_size_is_refused(size: str, capsys, speech_wav: Path
     with pytest.raises(SystemExit) as exit_info:
         transcribe.main([str(speech_wav), "--beam-size", size])
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(f"argument --beam-size: must be > 0 (got {size})")
+    assert capsys.readouterr().err.splitlines() == [
+        f"asr.transcribe: error: argument --beam-size: must be > 0 (got {size}) "
+        "(python -m asr.transcribe --help lists the options)"]
 
 
 def test_tune_lm_scores_every_grid_point(tmp_path: Path) -> None:

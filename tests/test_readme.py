@@ -43,3 +43,15 @@ def test_the_low_level_loop_runs(capsys) -> None:
     assert len(partials) == 6  # one per 500 ms chunk of the 2.95 s example
     text, words = final.split(" [", 1)  # the final's text, then its words with their times
     assert re.findall(r"Word\(word='([A-Z']+)', start=", words) == text.split()
+
+
+def test_the_docs_command_examples_step_in_chunks_the_bundled_model_takes() -> None:
+    """`--compare-offline --chunk-ms 130` was shown, and the bundled model refuses chunks under its lookahead."""
+    from asr.model.recognizer import Recognizer
+    lookahead = Recognizer.load().lookahead_ms
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    shown = [(page.name, float(ms)) for page in pages
+             for block in re.findall(r"```bash\n(.*?)```", page.read_text(), flags=re.S)
+             for line in block.splitlines() if "--model" not in line  # another model, another chunk
+             for ms in re.findall(r"--chunk-ms (\d+(?:\.\d+)?)", line)]
+    assert shown and all(ms >= lookahead for _, ms in shown), (lookahead, shown)

@@ -143,6 +143,20 @@ def test_each_bad_request_gets_one_clear_error_and_the_server_serves_on(server, 
     assert upload(client, long_audio).text == expected.text  # the server serves on
 
 
+def test_the_models_list_names_the_served_model(server, client):
+    """OpenAI's clients call GET /v1/models (it was a 404): OpenAI's list shape, the one model served, behind the
+    key."""
+    models = list(client.models.list())
+    assert [(m.id, m.object, m.owned_by) for m in models] == [("asr-default", "model", "asr")]
+    assert abs(models[0].created - time.time()) < 3600 * 24
+    wrong_key = openai.OpenAI(base_url=client.base_url, api_key="nope", max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as refused:
+        wrong_key.models.list()
+    assert refused.value.body["code"] == "invalid_api_key"
+    status, body = raw_post(server.port, *form(model="whisper-1"), path="/v1/models")
+    assert status == 405 and "/v1/models takes GET only" in body["error"]["message"]
+
+
 def test_a_live_stream_beside_an_upload_gives_its_own_events(server, client, long_audio, expected):
     data, _ = pcm(long_audio)
     alone, _ = asyncio.run(transcribe(server.url + f"?token={TOKEN}", data))

@@ -17,6 +17,9 @@ from asr.corpus.manifest import write_manifest
 from asr.pretrained import default_model_path
 from asr.text.normalize import normalize
 from conftest import tone, write
+from helpers import ROOT
+
+EXAMPLES = ROOT / "asr" / "examples"
 
 
 @pytest.mark.parametrize("rate,channels,subtype", [(8000, 1, None), (44100, 2, None), (48000, 1, "PCM_24"),
@@ -43,7 +46,7 @@ def outputs(model_path: Path, speech_wav: Path, tmp_path_factory: pytest.TempPat
 
 def test_json_output(outputs: dict[str, str], speech_wav: Path) -> None:
     result = json.loads(outputs["json"])
-    assert set(result) == {"audio", "text", "plain", "duration", "words", "rtf"}
+    assert set(result) == {"audio", "text", "plain", "duration", "words", "segments", "rtf"}
     assert result["audio"] == str(speech_wav) and result["text"] == outputs["txt"].strip()
     assert result["duration"] == pytest.approx(load_audio(speech_wav).size / 16000, abs=1e-3)
     assert " ".join(w["word"] for w in result["words"]) == " ".join(result["plain"].split())
@@ -80,6 +83,35 @@ def test_stdout_single_and_batch(model_path: Path, speech_wav: Path, tmp_path: P
     lines = capsys.readouterr().out.splitlines()
     assert [line.split("\t")[0] for line in lines] == [str(b), str(a), str(speech_wav)]
     assert lines[2] == f"{speech_wav}\t{text}"
+
+
+def test_json_gives_the_finals_as_segments_beside_the_words(tmp_path: Path, capsys) -> None:
+    """`--format json` had the words but not the segments (the finals): each with its start, end, text and words."""
+    a, b = (load_audio(EXAMPLES / name) for name in ("synthetic_slt.flac", "speechocean762_0813_0233.flac"))
+    audio = write(tmp_path / "two.wav", np.concatenate([a, np.zeros(16000, np.float32), b]), 16000)
+    assert transcribe.main([str(audio), "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    segments = result["segments"]
+    assert len(segments) >= 2 and " ".join(s["text"] for s in segments) == result["text"]
+    assert [w for s in segments for w in s["words"]] == result["words"]
+    assert all(s["start"] <= s["words"][0]["start"] and s["words"][-1]["end"] <= s["end"] for s in segments)
+    assert all(s["end"] <= t["start"] for s, t in zip(segments, segments[1:]))
+
+
+@pytest.mark.parametrize("fmt", ["srt", "vtt"])
+def test_subtitles_of_several_files_need_an_output_dir(fmt: str, model_path: Path, tmp_path: Path, capsys) -> None:
+    """Subtitle files run together on stdout, with no file name, are no subtitle file: refused in one line naming
+    --output-dir, before any work; json names each file in its own line's "audio"."""
+    a, b = write(tmp_path / "a.wav", tone(0.5)), write(tmp_path / "b.wav", tone(0.6))
+    with pytest.raises(SystemExit) as exit_:
+        transcribe.main([str(a), str(b), "--model", str(model_path), "--format", fmt])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 2 and captured.out == ""
+    assert len(captured.err.splitlines()) == 1 and "--output-dir DIR" in captured.err
+    assert transcribe.main([str(a), "--model", str(model_path), "--format", fmt]) == 0  # one file: stdout
+    capsys.readouterr()
+    assert transcribe.main([str(a), str(b), "--model", str(model_path), "--format", "json"]) == 0
+    assert [json.loads(line)["audio"] for line in capsys.readouterr().out.splitlines()] == [str(a), str(b)]
 
 
 def test_same_text_as_stream(model_path: Path, speech_wav: Path, capsys) -> None:

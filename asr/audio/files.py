@@ -2,6 +2,7 @@
 (m4a, mp4, webm, video files..., through PyAV in asr.audio.media), a file or `-` (stdin) -> 16 kHz mono float32."""
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from types import ModuleType
 from typing import Iterable, Iterator
@@ -13,6 +14,7 @@ from asr.audio import SAMPLE_RATE, STDIN, STDIN_NAME, AudioError, first_line
 from asr.audio.interrupt import STOP
 from asr.audio.resample import StreamingResampler
 
+log = logging.getLogger("asr.audio")  # warnings: each tool shows them as `asr.TOOL: warning: ...` (asr.cli)
 BLOCK_FRAMES = 1 << 16  # samples read from a file at a time (at its own rate)
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aiff", ".aif", ".au",  # soundfile
                   ".m4a", ".mp4", ".m4v", ".mov", ".mkv", ".mka", ".webm", ".aac", ".ac3", ".wma", ".wmv",
@@ -23,7 +25,8 @@ def read_blocks(path: str | Path, block_frames: int = BLOCK_FRAMES) -> Iterator[
     """A file of any rate, channels and length as 16 kHz mono float32 pieces, read block-wise.
     soundfile reads what libsndfile reads (wav, flac, ogg, mp3...); anything else (m4a, mp4, webm,
     video files...) and `-` (standard input, decoded as it arrives) go through PyAV (asr.audio.media).
-    Raises AudioError (file + reason), also for a file that breaks part-way."""
+    Raises AudioError (file + reason), also for a file that breaks part-way. A WAV file cut short (a recording
+    that was stopped, a copy that did not finish) is read up to where it ends, with a warning."""
     if str(path) == STDIN:
         media = _media(STDIN)
         yield from _at_16k(STDIN_NAME, media.decode(media.stdin_source(), STDIN_NAME))
@@ -53,7 +56,7 @@ def _soundfile_pieces(audio: sf.SoundFile, path: Path, block_frames: int) -> Ite
     """(rate, mono float32 block) from an open soundfile, `block_frames` samples at a time."""
     with audio:
         if audio.format == "WAV" and (truncated := _wav_truncation(path)):
-            raise AudioError(f"{path}: {truncated}")
+            log.warning("%s: %s: read up to where it ends", path, truncated)
         total = 0
         while not STOP.is_set():  # Ctrl-C in a tool ends the input here (asr.audio.interrupt)
             try:

@@ -3,8 +3,11 @@
     {"audio": "anna/001.wav", "duration": 2.31, "text": "The water was cold.", "speaker": "anna"}
 
 `audio` is relative to the manifest's folder (or absolute). `text` is what is said, as written: every
-reader normalises it (`asr.text.normalize`). `duration` (seconds) may be left out (or null, or 0):
-`read_manifest(..., durations=True)`, which training uses, then reads it from the audio file's header.
+reader normalises it (`asr.text.normalize`), and every reader that scores or trains refuses a line whose text is
+missing, null, not a string, or empty once normalised (`usable_text`): an empty reference would make a WER
+silently wrong; `skipped=` (the tools' --skip-bad) leaves such lines, and any other bad line, out instead.
+`duration` (seconds) may be left out (or null, or 0): `read_manifest(..., durations=True)`, which training
+uses, then reads it from the audio file's header.
 `speaker` and `split` are optional. docs/corpus.md describes the format for users.
 
 `python -m asr.manifest` builds one from a folder of audio files with transcripts beside them, or from a
@@ -23,12 +26,13 @@ from pathlib import Path
 
 from asr.audio import AudioError
 from asr.audio.files import audio_duration
+from asr.text.normalize import normalize
 
 log = logging.getLogger("asr.manifest")
 
 
 class ManifestError(Exception):
-    """A manifest line that cannot be used; the message names the file, the line and the reason."""
+    """A manifest, or a line of it, that cannot be used; the message names the file, the line and the reason."""
 
 
 @dataclass
@@ -58,6 +62,20 @@ def _duration(row: dict) -> float | None:
     return duration
 
 
+def usable_text(row: dict) -> str:
+    """A row's text, refused (ValueError, the reason) when there are no words in it to score or train on."""
+    if "text" not in row:
+        raise ValueError('no "text"')
+    text = row["text"]
+    if text is None:
+        raise ValueError('"text" is null')
+    if not isinstance(text, str):
+        raise ValueError(f'"text" is a {type(text).__name__}, not a string')
+    if not normalize(text):
+        raise ValueError(f'"text" has no words ({text!r})')
+    return text
+
+
 def _audio_path(folder: Path, audio: str) -> Path:
     """A row's audio path, relative to the manifest's `folder` (or absolute), normalised ("lists/../a.wav" ->
     "a.wav") unless a symbolic link makes the normalised path another file."""
@@ -70,11 +88,15 @@ def _audio_path(folder: Path, audio: str) -> Path:
     return normal if os.path.realpath(normal) == os.path.realpath(joined) else joined
 
 
-def read_manifest(path: str | Path, split: str = "", durations: bool = False) -> list[Utterance]:
-    """Parse a manifest; raises ManifestError on the first bad line. With `split`, keep only the rows of
-    that split (e.g. FSDD's "train"/"test") and the rows that name none. With `durations`, a kept row
-    without a duration gets its audio file's (from the header), and a row whose audio cannot be read
-    is a ManifestError; without, such rows keep duration None (reading, say, 10k headers is not free)."""
+def read_manifest(path: str | Path, split: str = "", durations: bool = False, text: bool = True,
+                  skipped: list[ManifestError] | None = None) -> list[Utterance]:
+    """Parse a manifest; raises ManifestError on the first bad line: broken JSON, no audio, a bad duration, and
+    (with `text`, for every reader that scores or trains) no usable text. Given a list as `skipped`, a bad line
+    is appended to it and left out instead (the tools' --skip-bad). With `split`, keep only the rows of that
+    split (e.g. FSDD's "train"/"test") and the rows that name none. With `durations`, a kept row without a
+    duration gets its audio file's (from the header), and a row whose audio cannot be read is a bad line;
+    without, such rows keep duration None (reading, say, 10k headers is not free). `text=False` (transcribing,
+    where no text is needed) keeps a row's text if it is a string, else ""."""
     path = Path(path)
     if not path.is_file():
         raise ManifestError(f"{path}: no such manifest")
@@ -87,26 +109,54 @@ def read_manifest(path: str | Path, split: str = "", durations: bool = False) ->
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise TypeError(f"a line must be a JSON object, not {type(row).__name__}")
-            utt = Utterance(_audio_path(path.parent, row["audio"]), _duration(row), str(row.get("text", "")),
-                            str(row.get("speaker", "")), str(row.get("split", "")))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
-            raise ManifestError(f"{path}:{number}: broken manifest line ({type(err).__name__}: {err})") from None
+            utt = _utterance(path, number, line, text)
+        except ManifestError as err:
+            if skipped is None:
+                raise
+            skipped.append(err)
+            continue
         if split and utt.split not in ("", split):
             continue
         if durations and utt.duration is None:
             try:
                 utt.duration = header_duration(utt.audio)
             except AudioError as err:
-                raise ManifestError(f"{path}:{number}: {err}") from None
+                bad = ManifestError(f"{path}:{number}: {err}")
+                if skipped is None:
+                    raise bad from None
+                skipped.append(bad)
+                continue
             missing += 1
         utterances.append(utt)
     if missing:
         log.info("%s: %d of %d rows have no duration: read from their audio headers in %.1f s",
                  path, missing, len(utterances), time.perf_counter() - began)
     return utterances
+
+
+def _utterance(path: Path, number: int, line: str, text: bool) -> Utterance:
+    """Line `number` of the manifest at `path` (ManifestError naming both when it cannot be used)."""
+    try:
+        row = json.loads(line)
+        if not isinstance(row, dict):
+            raise TypeError(f"a line must be a JSON object, not {type(row).__name__}")
+        utt = Utterance(_audio_path(path.parent, row["audio"]), _duration(row), "", str(row.get("speaker", "")),
+                        str(row.get("split", "")))
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+        raise ManifestError(f"{path}:{number}: broken manifest line ({type(err).__name__}: {err})") from None
+    if not text:  # transcribing: the text is not needed
+        utt.text = row["text"] if isinstance(row.get("text"), str) else ""
+        return utt
+    try:
+        utt.text = usable_text(row)
+    except ValueError as err:
+        raise ManifestError(f"{path}:{number}: no usable text: {err}") from None
+    return utt
+
+
+def skipped_note(path: str | Path, skipped: list[ManifestError]) -> str:
+    """What a tool says of the lines `read_manifest` left out: how many, and the first one's reason."""
+    return f"{path}: skipped {len(skipped)} bad line(s) (the first: {skipped[0]})" if skipped else ""
 
 
 def write_manifest(path: str | Path, rows: list[dict]) -> None:

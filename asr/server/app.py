@@ -1,5 +1,5 @@
 """The HTTP and WebSocket app: the page at GET /, the recognizer at ws://HOST:PORT/asr (see `protocol`),
-/healthz, /metrics, and the OpenAI-compatible POST /v1/audio/transcriptions (`openai_api`).
+/healthz, /metrics, and the OpenAI-compatible POST /v1/audio/transcriptions and GET /v1/models (`openai_api`).
 
 Built on `aiohttp.web`: one handler per route, and `handle` runs one stream per WebSocket connection. A
 stream that breaks the protocol, idles, or vanishes gets an error event and a close code (when it can
@@ -54,10 +54,12 @@ class _Gone(Exception):
 
 class App:
     """Serves the page, the /asr streams and the uploads of one `Engine`; `worker` numbers this process
-    among several."""
+    among several; `model` names the model (GET /v1/models, as Wyoming's describe does)."""
 
-    def __init__(self, engine: Engine, limits: Limits | None = None, worker: int | None = None):
-        self.engine, self.limits, self.worker = engine, limits or Limits(), worker
+    def __init__(self, engine: Engine, limits: Limits | None = None, worker: int | None = None,
+                 model: str = "asr-default"):
+        self.engine, self.limits, self.worker, self.model = engine, limits or Limits(), worker, model
+        self.started = int(time.time())
         self.live = 0  # streams open now
         self.served = 0  # connections handled so far
         self.stopping = False
@@ -94,6 +96,7 @@ class App:
         application.router.add_get("/metrics", self._metrics)
         application.router.add_get("/asr", self.handle)
         application.router.add_post(openai_api.PATH, self._openai.handle)
+        application.router.add_get(openai_api.MODELS, self._openai.models)
         application.on_response_prepare.append(self._name_worker)
         return application
 

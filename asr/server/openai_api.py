@@ -1,4 +1,5 @@
-"""POST /v1/audio/transcriptions: OpenAI's transcription endpoint, for the clients that already speak it.
+"""POST /v1/audio/transcriptions: OpenAI's transcription endpoint, for the clients that already speak it; and
+GET /v1/models, which lists the one model served in OpenAI's list shape (clients call it to check the server).
 
     curl http://127.0.0.1:8765/v1/audio/transcriptions -F file=@talk.m4a -F response_format=srt
 
@@ -10,7 +11,8 @@ verbose_json), `timestamp_granularities[]` (segment, word: verbose_json's segmen
 them `transcript.text.partial` events with the unfinished segment's text).
 The text is `asr.transcribe`'s for the same file with the server's decoding options. Errors are
 OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, with 400, 401, 404, 405, 413, 415,
-429, 500 or 503. The token (--token) is the API key (`Authorization: Bearer`). `uploads` runs the work.
+429, 500 or 503; a client gone before its answer is counted as 499. The token (--token) is the API key
+(`Authorization: Bearer`). `uploads` runs the work.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from asr.text.formats import Transcript
 
 log = logging.getLogger("asr.serve")
 PATH = "/v1/audio/transcriptions"
+MODELS = "/v1/models"
 FIELD_LIMIT = 64 * 1024  # bytes of any form field but the file
 ENGLISH = re.compile(r"(en|eng|english)([-_][a-z0-9]+)*", re.IGNORECASE)
 
@@ -68,13 +71,14 @@ async def error_middleware(request: web.Request, handler: Callable[[web.Request]
     except ApiError as err:
         metrics.UPLOADS.labels(str(err.status)).inc()
         return err.response()
-    except Abandoned:  # nobody hears the answer
-        metrics.UPLOADS.labels("499").inc()
+    except (Abandoned, ConnectionError):  # the client went away while sending the file or awaiting the answer
+        dropped(request)
         return web.Response(status=499)
     except web.HTTPException as err:
         if err.status < 400:
             raise
-        where = f"{PATH} takes POST only" if err.status == 405 else f"the only endpoint under /v1/ is POST {PATH}"
+        where = (f"{request.path} takes {'GET' if request.path == MODELS else 'POST'} only" if err.status == 405
+                 else f"the endpoints under /v1/ are POST {PATH} and GET {MODELS}")
         return ApiError(err.status, f"{err.reason}: {request.method} {request.path} ({where})", None,
                         "method_not_allowed" if err.status == 405 else "unknown_url").response()
     except Exception as err:  # a bug or a model failure on this request only
@@ -172,6 +176,8 @@ class Server(Protocol):
     uploads: Uploads
     limits: UploadLimit
     stopping: bool  # shutting down: new requests get 503
+    model: str  # the served model's name
+    started: int  # when the server started (Unix seconds)
 
     def authorised(self, request: web.Request) -> bool:
         """Whether the request carries the server's token (or none is needed)."""
@@ -205,6 +211,16 @@ class Endpoint:
             transcript = await self._transcribe(form, decoder, gone=lambda: _gone(request))
         metrics.UPLOADS.labels("200").inc()
         return render(transcript, form.response_format, form.granularities)
+
+    async def models(self, request: web.Request) -> web.Response:
+        """GET /v1/models: OpenAI's list shape with the one model served (any `model` a request names is
+        transcribed by it). `created` is when the server started."""
+        if not self.app.authorised(request):
+            metrics.error("unauthorized")
+            return ApiError(401, "missing or wrong API key: give the server's --token as the key "
+                                 "(Authorization: Bearer)", None, "invalid_api_key").response()
+        return web.json_response({"object": "list", "data": [
+            {"id": self.app.model, "object": "model", "created": self.app.started, "owned_by": "asr"}]})
 
     def _decoder(self, prompt: str) -> Decoder:
         """The server's decoder, favouring the prompt's phrases (as hotwords) if there are any."""
@@ -267,8 +283,13 @@ class Endpoint:
                 await _event(response, {"type": "transcript.text.delta", "delta": ("" if first else " ") + emission.text})
                 first = False
             transcript = work.result()
+        except (Abandoned, ConnectionError):  # the client went away: nobody hears an error event
+            if not response.prepared:
+                raise
+            dropped(request)
+            return response
         except Exception as err:  # after the first event, a failure can only be an event itself
-            if not response.prepared or isinstance(err, Abandoned):
+            if not response.prepared:
                 raise
             if not isinstance(err, ApiError):
                 log.exception("upload failed")
@@ -283,6 +304,13 @@ class Endpoint:
         await _event(response, {"type": "transcript.text.done", "text": transcript.text})
         metrics.UPLOADS.labels("200").inc()
         return response
+
+
+def dropped(request: web.Request) -> None:
+    """Count and log (one line) a request whose client went away before its answer: 499, nginx's "client closed
+    request", never a 5xx; nothing is lost but an answer nobody waits for."""
+    metrics.UPLOADS.labels("499").inc()
+    log.info("upload dropped: the client went away", extra={"status": 499, "path": request.path})
 
 
 def _gone(request: web.Request) -> bool:

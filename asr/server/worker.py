@@ -40,7 +40,8 @@ def build_app(args: argparse.Namespace, worker: int | None = None) -> App:
     recognizer.check_chunk_ms(1000 * limits.chunk_samples / SAMPLE_RATE)  # a lookahead model's chunk fits the served one
     decoder = cli.load_decoder(args, recognizer)
     return App(Engine(Recognition(recognizer, decoder, endpoint), max_batch=args.max_batch,
-                          batch_wait=args.batch_wait / 1000), limits, worker)
+                          batch_wait=args.batch_wait / 1000), limits, worker,
+               wyoming.model_name(args.model, args.onnx_dir, args.int8))
 
 
 async def serve(app: App, host: str, port: int, reuse_port: bool, listening: Callable[[int], None],

@@ -34,7 +34,7 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 
 from asr.decoding.endpoint import Emission
-from asr.server import pcm
+from asr.server import metrics, pcm
 from asr.server.session import AudioBuffer, stepped
 
 if TYPE_CHECKING:
@@ -136,8 +136,14 @@ class Connection(AsyncEventHandler):
                     log.exception("wyoming stream failed")
                     await self.write_event(Error(f"internal error: {type(err).__name__}", "internal").event())
         except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client went away; its stream is dropped
+            pass  # the client went away
         finally:
+            # A client gone in the middle of a stream is counted and logged as on /asr (at a stop, a stream still
+            # open after its grace is dropped by the server, not the client).
+            if self.stream is not None and not self.server.stopping.done():
+                metrics.error("disconnected")
+                self.server.app.note("wyoming stream dropped: the client went away",
+                                     audio_s=round(self.stream.seconds, 3))
             self._drop()
             self.writer.close()
 
@@ -162,10 +168,12 @@ class Connection(AsyncEventHandler):
                 if event is None and not self.reader.at_eof():
                     await self._tell(Error("malformed event: expected a JSON header line (Wyoming framing)",
                                            "malformed").event())
+                    self._drop()  # refused by the server, not dropped by the client
                 return event
             read.cancel()
         if not self.server.stopping.done():
             await self._tell(Error(f"idle: no event for {self.server.app.limits.idle_timeout:g} s", "idle").event())
+            self._drop()  # ended by the server, not dropped by the client
         elif self.stream is not None:
             await self._finish(time.perf_counter())
         return None

@@ -68,11 +68,13 @@ def to_txt(t: Transcript) -> str:
 
 
 def to_json(t: Transcript) -> str:
-    """{"audio", "text", "plain", "duration", "words": [{"word", "start", "end", "confidence"}], "rtf"} on one line:
-    `text` as shown (restored), `plain` and each word as plain upper-case words."""
-    words = [word_json(w) for w in t.words]
+    """{"audio", "text", "plain", "duration", "words": [{"word", "start", "end", "confidence"}], "segments": [{"start",
+    "end", "text", "words"}], "rtf"} on one line: `text` as shown (restored), `plain` and each word as plain
+    upper-case words; `segments` are the finals (the endpointer's segments), each with its own words."""
+    segments = [{"start": round(s.start, 3), "end": round(s.end, 3), "text": s.text,
+                 "words": [word_json(w) for w in s.words]} for s in t.segments]
     return json.dumps({"audio": t.audio, "text": t.text, "plain": t.plain, "duration": round(t.duration, 3),
-                       "words": words, "rtf": round(t.rtf, 4)}) + "\n"
+                       "words": [word_json(w) for w in t.words], "segments": segments, "rtf": round(t.rtf, 4)}) + "\n"
 
 
 Timed = tuple[float, float, str]  # (start, end, text): a token, or a cue

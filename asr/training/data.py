@@ -9,6 +9,7 @@ pyroomacoustics impulse responses made when the dataset starts) and phone/laptop
 """
 from __future__ import annotations
 
+import logging
 import math
 import random
 from dataclasses import dataclass, field
@@ -24,13 +25,15 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from asr.audio import SAMPLE_RATE
 from asr.audio.files import load_audio
 from asr.audio.resample import resample
-from asr.corpus.manifest import Utterance, read_manifest
+from asr.corpus.manifest import Utterance, read_manifest, skipped_note
 from asr.features import Fbank, FbankConfig
 from asr.text.normalize import normalize
 from asr.text.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from asr.training.teacher import TeacherCache
+
+log = logging.getLogger("asr.training.data")
 
 
 @dataclass
@@ -70,6 +73,8 @@ class DataConfig:
     train: list[SourceConfig] = field(default_factory=list)
     valid: list[SourceConfig] = field(default_factory=list)
     max_duration: float = 20.0  # longer training utterances are skipped
+    skip_bad: bool = False  # a manifest line without usable text (or otherwise bad) is left out, and counted in
+    # the log, instead of stopping the run with its file and line (data.skip_bad=true; asr.evaluate's --skip-bad)
     max_batch_seconds: float = 240.0  # audio per batch
     num_workers: int = 1
     cache_features: bool = True  # keep each (utterance, speed)'s log-mel in the loader's memory (float16)
@@ -80,13 +85,18 @@ class DataConfig:
     features: str = "fbank"  # the model's feature front end (conf/train.yaml sets it from model.features)
 
 
-def load_sources(sources: list[SourceConfig], max_duration: float = math.inf) -> list[Utterance]:
+def load_sources(sources: list[SourceConfig], max_duration: float = math.inf, skip_bad: bool = False
+                 ) -> list[Utterance]:
     """The sources' utterances up to `max_duration` seconds long, each `repeat` times. A duration missing
     from a manifest is read from the audio file's header (the batches are filled by duration); a row
-    whose audio cannot be read raises ManifestError naming the manifest, its line and the reason."""
+    without usable text, or whose audio cannot be read, raises ManifestError naming the manifest, its line and
+    the reason (`skip_bad`: it is left out, and the count logged)."""
     utterances = []
     for source in sources:
-        rows = read_manifest(source.manifest, source.split, durations=True)
+        skipped = [] if skip_bad else None
+        rows = read_manifest(source.manifest, source.split, durations=True, skipped=skipped)
+        if skipped:
+            log.warning(skipped_note(source.manifest, skipped))
         rows = [u for u in rows if u.duration <= max_duration and u.speaker not in source.speakers_out]
         utterances += rows * source.repeat
     return utterances

@@ -18,8 +18,8 @@ class SpeechDataModule(L.LightningDataModule):
     def __init__(self, cfg: DataConfig, tokenizer: Tokenizer, teacher_dir: str | None = None):
         super().__init__()
         self.cfg, self.tokenizer, self.teacher_dir = cfg, tokenizer, teacher_dir
-        self.train_utts = load_sources(cfg.train, cfg.max_duration)
-        self.valid_utts = load_sources(cfg.valid)
+        self.train_utts = load_sources(cfg.train, cfg.max_duration, cfg.skip_bad)
+        self.valid_utts = load_sources(cfg.valid, skip_bad=cfg.skip_bad)
 
     @functools.cached_property
     def variant_store(self) -> VariantStore | None:

@@ -13,12 +13,12 @@ p(. | h) still sums to one.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Iterable
 
-from asr.corpus.manifest import read_manifest
+from asr import cli
+from asr.corpus.manifest import ManifestError, read_manifest
 from asr.text.normalize import normalize
 from asr.training import kneser_ney
 from asr.training.ngram import BOS, EOS, MAX_ORDER, UNK, BackoffModel, arpa_text, write_arpa
@@ -39,23 +39,25 @@ def build_arpa(sentences: Iterable[str], order: int = 3, min_count: int = 1) -> 
     return arpa_text(build_model(sentences, order, min_count))
 
 
-def read_sentences(path: Path, split: str = "") -> list[str]:
+def read_sentences(path: Path, split: str = "", skipped: list | None = None) -> list[str]:
     """Normalised sentences of a manifest (.jsonl: its `text` fields; with `split`, only rows of that split
-    or of none) or a text file (one a line)."""
+    or of none; a line without usable text is a ManifestError, or left out into `skipped`, as `read_manifest`
+    does it) or a text file (one a line)."""
     if path.suffix == ".jsonl":
-        texts = [u.text for u in read_manifest(path, split)]
+        texts = [u.text for u in read_manifest(path, split, skipped=skipped)]
     else:
         texts = path.read_text(encoding="utf-8").splitlines()
     return [s for s in (normalize(t) for t in texts) if s]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr.training.lm", description=__doc__.split("\n\n")[0])
+    parser = cli.new_parser("asr.training.lm", __doc__.split("\n\n")[0])
     parser.add_argument("sources", nargs="+", type=Path, help="manifests (.jsonl) or text files")
     parser.add_argument("--out", type=Path, required=True, help="ARPA file to write")
     parser.add_argument("--order", type=int, default=3)
     parser.add_argument("--split", default="", help="from manifests with a `split` field, read only this split")
     parser.add_argument("--min-count", type=int, default=1, help="list only n-grams (n >= 2) seen this often")
+    cli.add_skip_bad(parser, "read")
     args = parser.parse_args(argv)
     if not 1 <= args.order <= MAX_ORDER:
         parser.error(f"--order must be 1 to {MAX_ORDER}")
@@ -64,7 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         if not source.is_file():
             print(f"asr.training.lm: error: {source}: no such file", file=sys.stderr)
             return 1
-        sentences += read_sentences(source, args.split)
+        skipped = cli.skipping(args)
+        try:
+            sentences += read_sentences(source, args.split, skipped)
+        except ManifestError as err:
+            cli.error("training.lm", err)
+            return 1
+        cli.note_skipped("training.lm", source, skipped)
     write_arpa(build_model(sentences, args.order, args.min_count), args.out)
     print(f"{args.out}: {args.order}-gram model of {len(sentences)} sentences", file=sys.stderr)
     return 0

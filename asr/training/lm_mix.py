@@ -13,7 +13,6 @@ proper distribution for every history. This is how SRILM's `ngram -mix-lm` write
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -31,7 +30,7 @@ def mix_arpa(a: str | Path, b: str | Path, weight: float, out: str | Path) -> Ba
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asr.training.lm_mix", description=__doc__.split("\n\n")[0])
+    parser = cli.new_parser("asr.training.lm_mix", __doc__.split("\n\n")[0])
     parser.add_argument("a", type=Path,
                         help="the first ARPA model (e.g. one of your own text: python -m asr.training.lm)")
     parser.add_argument("b", type=Path, help="the second (e.g. asr/pretrained/default.arpa)")

@@ -16,7 +16,6 @@ bytes is computed again, and nothing else is (a corpus copied again, to new path
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import hashlib
 import os
@@ -173,10 +172,10 @@ def _worker(args: tuple[list[Path], Path, str, int, int, int]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from asr import cli  # noqa: PLC0415
     from asr.corpus.manifest import read_manifest  # noqa: PLC0415
 
-    p = argparse.ArgumentParser(prog="python -m asr.training.teacher", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = cli.new_parser("asr.training.teacher", __doc__)
     p.add_argument("manifests", nargs="+", type=Path, help="the training manifests whose audio it runs over")
     p.add_argument("--out", type=Path, required=True, help="the cache folder (data/teacher/<teacher>)")
     p.add_argument("--teacher", default="base", help="Whisper size of the pretrained extra (base, tiny.en)")
@@ -184,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch threads per process")
     p.add_argument("--max-duration", type=float, default=30.0, help="longer utterances are skipped (Whisper: 30 s)")
     a = p.parse_args(argv)
-    audios = sorted({u.audio for m in a.manifests for u in read_manifest(m, durations=False)
+    audios = sorted({u.audio for m in a.manifests for u in read_manifest(m, durations=False, text=False)
                      if u.duration is None or u.duration <= a.max_duration})
     todo = [x for x in audios if not (a.out / cache_key(x)).exists()]
     print(f"teacher: {len(audios)} audio files, {len(todo)} to compute into {a.out}", file=sys.stderr, flush=True)

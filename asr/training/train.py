@@ -123,7 +123,8 @@ def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeou
     if cfg.init_from:
         module = module_from_model(cfg.init_from, cfg.optim, cfg.model.dropout, cfg.init_chunk, max(cfg.chunks, default=0))
     else:
-        module = new_module(cfg, load_sources(cfg.data.train, cfg.data.max_duration), body=cfg.init_body_from)
+        utterances = load_sources(cfg.data.train, cfg.data.max_duration, cfg.data.skip_bad)
+        module = new_module(cfg, utterances, body=cfg.init_body_from)
     partial = initial.with_name(f".{initial.stem}.{os.getpid()}{initial.suffix}")
     save_model(partial, module.encoder, module.tokenizer)
     os.replace(partial, initial)

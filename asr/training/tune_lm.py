@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         for lm in lms:  # before the acoustic forward, which takes minutes
             if not Path(lm).is_file():
                 raise FileNotFoundError(f"{lm}: no such LM file")
-        utterances = read_manifest(args.manifest, args.split)[: args.limit]
+        skipped = cli.skipping(args)
+        utterances = read_manifest(args.manifest, args.split, skipped=skipped)[: args.limit]
+        cli.note_skipped("training.tune_lm", args.manifest, skipped)
         recognizer = cli.load_recognizer(args)
         logprobs = cached_logprobs(args.cache, lambda: [recognizer.offline_logprobs(load_audio(u.audio))
                                                         for u in utterances])

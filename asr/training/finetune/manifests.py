@@ -23,16 +23,22 @@ REPLAY_SOURCES = (("speechocean762/train.jsonl", ""), ("librispeech/train-clean-
                   ("fsdd/fsdd.jsonl", "train"))
 
 
-def input_rows(data: Path, out_dir: Path, report: Report) -> list[dict]:
+def input_rows(data: Path, out_dir: Path, report: Report, skip_bad: bool = False) -> list[dict]:
     """Manifest rows (audio relative to `out_dir`) for DATA: a folder, a .csv/.tsv table or a .jsonl manifest,
     each row checked as `python -m asr.manifest` checks it (unreadable audio, empty text: reported and left
-    out). BuildError for input that cannot be used at all; ManifestError for a broken manifest line."""
+    out). BuildError for input that cannot be used at all; ManifestError for a manifest line without usable text
+    or otherwise broken (`read_manifest`'s rules, as asr.evaluate and training read them), unless `skip_bad`
+    (--skip-bad): then it is reported and left out."""
     if data.is_dir():
         return folder_rows(data, out_dir, report)
     if data.suffix.lower() in DELIMITERS:
         return table_rows(data, out_dir, report)
     if data.suffix.lower() == ".jsonl":
-        return [row for u in read_manifest(data)
+        skipped = [] if skip_bad else None
+        utterances = read_manifest(data, skipped=skipped)
+        for err in skipped or []:
+            report.skip("bad manifest line", str(err))
+        return [row for u in utterances
                 if (row := manifest_row(u.audio, u.text, u.speaker, out_dir, report)) is not None]
     if not data.exists():
         raise BuildError(f"{data}: no such folder or file")

@@ -138,10 +138,10 @@ def run(args: argparse.Namespace) -> int:
     """Every step not yet done in args.out; the exit status (interrupt.EXIT_STATUS when Ctrl-C stopped training)."""
     out, data = args.out, args.out / "data"
     built = Report()
-    rows = input_rows(args.data, data, built)
+    rows = input_rows(args.data, data, built, args.skip_bad)
     if not rows:
         raise SplitError(f"no usable utterance in {args.data}")
-    split = (given_split(rows, input_rows(args.test, data, built), data) if args.test
+    split = (given_split(rows, input_rows(args.test, data, built, args.skip_bad), data) if args.test
              else split_rows(rows, args.test_split, args.test_share, args.seed))
     keep_data(out, split, rows)
     print(built.summary(data / "all.jsonl", rows), file=sys.stderr)
