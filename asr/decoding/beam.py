@@ -19,8 +19,10 @@ and the best finished one would often be the one that left that word out.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import itertools
+from array import array
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,16 +46,16 @@ class LMError(ValueError):
 
 @dataclass
 class BeamConfig:
-    beam_size: int = 128  # hypotheses kept per frame
-    lm_weight: float = 1.5  # weight and word score tuned for the bundled model and LM on both dev sets, the
-    word_score: float = 0.0  # lowest mean WER (python -m asr.training.tune_lm, 2026-12-02): speechocean762 dev
-    # 48.16 and LibriSpeech dev-clean-2 53.95 at 1.5 / 0; 47.25 / 55.98 at 2.0; 49.39 / 53.50 at 1.25
-    lexicon_words: int | None = 20000  # the LM's most probable words that the search may output (None: all).
-    # On speechocean762 dev (2026-11-25) 10k, 20k and 30k of the bundled LM's 39657 words all gave 54.19% WER
-    # against 54.23% for all of them; the lexicon's trie is most of the search's memory, so 20k halves it.
-    beam_threshold: float = 15.0  # drop hypotheses scoring this far below the frame's best. With the bundled
-    # model and LM (2026-11-25), 15 gave the text of 50 on every dev and check-set utterance in 0.43x the
-    # time (dev WER 54.19 for 50, 20, 15 and 12; 54.35 at 10).
+    beam_size: int = 512  # hypotheses kept per frame. With the bundled model and LM on dev-clean-2's first 300
+    # utterances (2026-12-03, LM weight 1.5, word score 1): 64 52.81, 128 50.94, 256 49.64, 512 48.37, 1024 47.97 %
+    lm_weight: float = 1.75  # weight and word score tuned for the bundled model and LM on both dev sets together
+    word_score: float = 0.5  # (recipes/lm/README.md, 2026-12-03, beam 512): the lowest sum of the two WERs,
+    # speechocean762 dev 46.62 and dev-clean-2's first 300 48.22 (all of it: 48.03); 47.60 / 48.10 at 1.5 / 0,
+    # 45.96 / 49.15 at 2.0 / 0.5
+    lexicon_words: int | None = None  # the LM's most probable words that the search may output (None: all). The
+    # bundled LM's 206k words leave 0.45% of dev-clean-2's words out (its 100k most probable: 0.88%)
+    beam_threshold: float = 12.0  # drop hypotheses scoring this far below the frame's best. At beam 512 (2026-12-03)
+    # 12 and 15 gave the same WER on dev-clean-2's first 300 utterances in half the time; at beam 128 15 and 25 did
     token_beam: int | None = None  # units a hypothesis may extend by at each frame, the acoustically likeliest
     # (None: every unit)
 
@@ -72,7 +74,7 @@ class BeamConfig:
 def arpa_words(arpa: Path) -> list[str]:
     """The unigram words of an ARPA file, most probable first, without <s>, </s> and <unk>; LMError if
     it is not ARPA."""
-    words, section = [], None
+    words, logprobs, section = [], [], None
     try:
         with (gzip.open(arpa, "rt", encoding="utf-8") if arpa.suffix == ".gz" else open(arpa, encoding="utf-8")) as f:
             for number, line in enumerate(f, start=1):
@@ -88,12 +90,13 @@ def arpa_words(arpa: Path) -> list[str]:
                     if len(fields) < 2:
                         raise LMError(f"{arpa}: malformed unigram on line {number}")
                     if fields[1] not in (BOS, EOS, UNK):
-                        words.append((-_log_prob(fields[0], arpa, number), fields[1]))
+                        words.append(fields[1])
+                        logprobs.append(_log_prob(fields[0], arpa, number))
     except (UnicodeDecodeError, gzip.BadGzipFile, EOFError):
         raise LMError(f"{arpa}: not an ARPA language model (not UTF-8 text, or a broken .gz)") from None
     if not words:
         raise LMError(f"{arpa}: not an ARPA language model (no unigrams)")
-    return [word for _, word in sorted(words)]
+    return [words[i] for i in np.argsort(-np.asarray(logprobs), kind="stable")]
 
 
 def _log_prob(text: str, arpa: Path, number: int) -> float:
@@ -127,20 +130,13 @@ class Entries:
     labels: np.ndarray  # (N,) int32
     scores: np.ndarray  # (N,) float32
 
-    @classmethod
-    def pack(cls, entries: list[tuple[list[int], int, float]]) -> "Entries":
-        lengths = [len(units) for units, _, _ in entries]
-        return cls(np.fromiter(itertools.chain.from_iterable(u for u, _, _ in entries), np.int32, sum(lengths)),
-                   np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-                   np.array([label for _, label, _ in entries], np.int32), np.array([s for _, _, s in entries], np.float32))
-
     def __len__(self) -> int:
         return len(self.labels)
 
     def __iter__(self):
-        units, offsets = self.units.tolist(), self.offsets.tolist()
+        offsets = self.offsets.tolist()
         for i, (label, score) in enumerate(zip(self.labels.tolist(), self.scores.tolist())):
-            yield units[offsets[i]:offsets[i + 1]], label, score
+            yield self.units[offsets[i]:offsets[i + 1]].tolist(), label, score
 
 
 class WordLM:
@@ -159,20 +155,30 @@ class WordLM:
         if separator:
             self.end_frame = np.full((1, len(units)), _IMPOSSIBLE, np.float32)
             self.end_frame[0, self.silence] = 0.0
-        spellings = ((word, tokenizer.spell(word)) for word in arpa_words(self.path))  # spelled as far as needed
-        spelled = [*itertools.islice(filter(lambda pair: pair[1], spellings), cfg.lexicon_words), (UNK, [UNK])]
-        self.words = Dictionary()  # word -> index, entry by entry (a lexicon dict of lists costs ~30 MB more)
-        for word, _ in spelled:
-            self.words.add_entry(word)
+        self.words = Dictionary()  # word -> index, in the order added
+        unit_ids = {unit: self.units.get_index(unit) for unit in units}
+        spelled, offsets, labels = array("i"), array("q", [0]), array("i")  # grown word by word, no list per word
+        for word in arpa_words(self.path):  # most probable first; spelled as far as the lexicon goes
+            if cfg.lexicon_words is not None and len(labels) >= cfg.lexicon_words:
+                break
+            if spelling := tokenizer.spell(word):
+                spelled.extend(unit_ids[unit] for unit in spelling)
+                offsets.append(len(spelled))
+                labels.append(len(labels))
+                self.words.add_entry(word)
+        spelled.append(unit_ids[UNK])
+        offsets.append(len(spelled))
+        labels.append(len(labels))
+        self.words.add_entry(UNK)
         try:
             with _quiet_stderr():
                 self.lm = KenLM(str(self.path), self.words)
         except RuntimeError as err:
             raise LMError(f"{self.path}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
         start = self.lm.start(False)
-        unit_ids = {unit: self.units.get_index(unit) for unit in units}
-        self.entries = Entries.pack([([unit_ids[unit] for unit in spelling], index, self.lm.score(start, index)[1])
-                                     for index, (_, spelling) in enumerate(spelled)])  # words are indexed in order
+        scores = np.fromiter((self.lm.score(start, label)[1] for label in labels), np.float32, len(labels))
+        self.entries = Entries(np.frombuffer(spelled, np.int32), np.frombuffer(offsets, np.int64),
+                               np.frombuffer(labels, np.int32), scores)
         self.trie = self.build_trie([])
         self.unk = self.words.get_index(UNK)
         self.biasing = BiasingCache(self)  # hotword lists -> their Biasing (asr.decoding.biasing)
@@ -190,10 +196,28 @@ class WordLM:
         trie.smear(SmearingMode.MAX)
         return trie
 
+    @classmethod
+    def shared(cls, tokenizer: Tokenizer, arpa: str | Path, cfg: BeamConfig = BeamConfig()) -> "WordLM":
+        """The WordLM of these units, file (as it is now) and settings, loaded once per process: a 200k-word LM
+        and its trie take seconds and hundreds of MB, so every decoder of a process that asks for the same one
+        (a server worker's sessions, a second `asr.load()`) shares it. The last two loaded stay."""
+        path = Path(arpa)
+        stat = path.stat() if path.is_file() else None
+        key = (tuple(tokenizer.units()), tokenizer.word_separator(), str(path.resolve()),
+               stat and (stat.st_size, stat.st_mtime_ns), dataclasses.astuple(cfg))
+        if key not in _SHARED:
+            _SHARED[key] = cls(tokenizer, path, cfg)
+            while len(_SHARED) > 2:
+                _SHARED.pop(next(iter(_SHARED)))
+        return _SHARED[key]
+
     def search(self, offset: int = 0, biasing: "Biasing | None" = None) -> "BeamSearch":
         """A new search for a segment that starts at encoder frame `offset`, favouring `biasing`'s
         hotwords if given."""
         return BeamSearch(self, offset, biasing)
+
+
+_SHARED: dict[tuple, WordLM] = {}  # WordLM.shared's: insertion order, oldest first
 
 
 class BeamSearch:

@@ -83,7 +83,7 @@ class Decoder:
             restorer = load_restorer() if bundled_restorer() is not None else None
         if not 0.0 <= hotword_min_confidence <= 1.0:
             raise ValueError(f"the hotwords' minimum confidence must be in [0, 1] (got {hotword_min_confidence})")
-        return cls(tokenizer, WordLM(tokenizer, lm, cfg) if lm is not None else None, restorer=restorer,
+        return cls(tokenizer, WordLM.shared(tokenizer, lm, cfg) if lm is not None else None, restorer=restorer,
                    hotword_min_confidence=hotword_min_confidence,
                    written=WrittenForm() if written and restorer is not None and written_available() else None)
 

@@ -17,5 +17,5 @@ def default_model_path() -> Path | None:
 
 
 def default_lm_path() -> Path | None:
-    """The word LM bundled with the default model (ARPA, built from its training text)."""
-    return bundled("default.arpa")
+    """The word LM bundled with the default model (gzip-compressed ARPA: recipes/lm/build.py)."""
+    return bundled("default.arpa.gz")
