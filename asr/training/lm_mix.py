@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = cli.new_parser("asr.training.lm_mix", __doc__.split("\n\n")[0])
     parser.add_argument("a", type=Path,
                         help="the first ARPA model (e.g. one of your own text: python -m asr.training.lm)")
-    parser.add_argument("b", type=Path, help="the second (e.g. asr/pretrained/default.arpa)")
+    parser.add_argument("b", type=Path, help="the second (e.g. asr/pretrained/default.arpa.gz)")
     parser.add_argument("--weight", type=cli.finite_float, default=0.5, help="the first model's share, 0-1 (default 0.5)")
     parser.add_argument("--out", type=Path, required=True, help="the ARPA file to write")
     args = parser.parse_args(argv)
