@@ -144,11 +144,13 @@ def test_phone_tokenizer_spells_through_the_lexicon_and_stores_as_bytes(boundary
     assert tokenizer.decode(ids) == "HH AH L OW W ER L D"
     assert tokenizer.encode("HELLO ZZYZX") [-1] == 1  # a word neither lexicon nor G2P spells: <unk>
     assert len(tokenizer.pronunciations("HELLO")) == 2
-    again = Tokenizer.from_bytes(tokenizer.to_bytes())
+    again = Tokenizer.from_bytes(tokenizer.to_bytes())  # the lexicon travels in the bytes
     assert again.kind == "phone" and again.word_boundary == boundary and again.units() == units
-    assert again.lexicon is None
+    assert again.lexicon.entries == lexicon.entries and again.encode("HELLO WORLD") == ids
+    bare = Tokenizer.from_bytes(Tokenizer("phone", word_boundary=boundary).to_bytes())
+    assert bare.lexicon is None and bare.units() == units
     with pytest.raises(ValueError, match="needs a lexicon"):
-        again.encode("HELLO")
+        bare.encode("HELLO")
 
 
 def test_character_and_bpe_tokenizers_are_unchanged():

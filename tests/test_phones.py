@@ -4,12 +4,17 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
+from asr.decoding.beam import BeamConfig, LMError, WordLM
+from asr.decoding.decoder import Decoder
 from asr.model.loader import load_model
+from asr.text.g2p import load_g2p
 from asr.text.lexicon import Lexicon
 from asr.text.normalize import normalize
+from asr.text.tokenizer import Tokenizer
+from asr.training.lm import build_arpa
 from asr.training.data import load_sources
 from asr.training.train import new_module, train
-from helpers import CONF, SPEECHOCEAN, small_manifest
+from helpers import CONF, SPEECHOCEAN, emissions, small_manifest
 
 needs_data = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
 
@@ -55,3 +60,69 @@ def test_phone_targets_come_from_the_lexicon_then_the_g2p(tmp_path):
     assert [units[i] for i in tokenizer.encode("BUT THEY")] == ["B", "AH", "T", "DH", "EY"]
     for utt in load_sources(cfg.data.train):  # every word spelled (the G2P fills the lexicon's gaps)
         assert 1 not in tokenizer.encode(normalize(utt.text)), utt.text
+
+
+LEXICON = {"READ": [("R", "EH", "D"), ("R", "IY", "D")], "RED": [("R", "EH", "D")], "BOOK": [("B", "UH", "K")],
+           "I": [("AY",)], "A": [("AH",), ("EY",)], "THEY": [("DH", "EY")], "IT": [("IH", "T")]}
+CORPUS = ["I READ A BOOK", "THEY READ IT", "I READ IT", "A RED BOOK", "THEY READ A BOOK"]
+
+
+def spoken(phones: str, boundary: bool) -> list[dict[str, float]]:
+    """CTC frames saying `phones` ("|" between words; left out without a word boundary), a blank after each."""
+    units = [p for p in phones.split() if boundary or p != "|"]
+    return [frame for p in units for frame in ({p: 0.9}, {"<blank>": 0.9})]
+
+
+@pytest.mark.parametrize("boundary", [True, False])
+def test_phones_decode_to_words_through_every_pronunciation(tmp_path, boundary):
+    tokenizer = Tokenizer("phone", word_boundary=boundary).with_lexicon(Lexicon(LEXICON))
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    lm = WordLM(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0))
+    assert len(lm.entries) == 1 + sum(len(p) for p in LEXICON.values())  # a trie entry a pronunciation (+ <unk>)
+    decoder = Decoder(tokenizer, lm)
+    for said in ("AY | R IY D | AH | B UH K", "AY | R EH D | AH | B UH K"):  # READ's two pronunciations
+        assert decoder.text(decoder.decode(emissions(tokenizer, spoken(said, boundary)))) == "I READ A BOOK", said
+
+
+def test_a_phone_model_without_an_lm_searches_its_whole_lexicon(tmp_path):
+    """What greedy decoding becomes for phones: a lexicon search with every word equally likely."""
+    tokenizer = Tokenizer("phone").with_lexicon(Lexicon(LEXICON))
+    lm = WordLM(tokenizer, None, BeamConfig(beam_size=16, lexicon_words=2))  # the whole lexicon, whatever the limit
+    assert lm.words.index_size() == len(LEXICON) + 1
+    decoder = Decoder(tokenizer, lm)
+    assert decoder.text(decoder.decode(emissions(tokenizer, spoken("DH EY | R IY D | IH T", True)))) == "THEY READ IT"
+    with pytest.raises(LMError, match="needs a phone model"):
+        WordLM(Tokenizer("char"), None)
+    with pytest.raises(LMError, match="needs its pronunciation lexicon"):
+        WordLM(Tokenizer("phone"), None)
+
+
+def test_lm_words_outside_the_lexicon_are_spelled_by_the_g2p(tmp_path):
+    tokenizer = Tokenizer("phone").with_lexicon(Lexicon(LEXICON, g2p=load_g2p()))
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS + ["I READ A BOOK TO KATHLEEN"]))
+    lm = WordLM(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0))
+    assert "KATHLEEN" in tokenizer.lexicon  # filled in one batch before the trie is built
+    logprobs = emissions(tokenizer, spoken("AY | R EH D | AH | B UH K | T UW | K AE TH L IY N", True))
+    assert Decoder(tokenizer, lm).text(Decoder(tokenizer, lm).decode(logprobs)) == "I READ A BOOK TO KATHLEEN"
+
+
+def test_the_decoder_gives_a_phone_model_words_times_and_confidences(tmp_path):
+    tokenizer = Tokenizer("phone").with_lexicon(Lexicon(LEXICON))
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    logprobs = emissions(tokenizer, spoken("DH EY | R IY D | AH | B UH K", True))
+    decoder = Decoder.load(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0), restorer=None)
+    assert decoder.kind == "beam"
+    search = decoder.search()
+    search.push(logprobs[:6])  # DH EY | R: THEY is finished, READ is not
+    assert decoder.text(search.best()) == "THEY"
+    search.push(logprobs[6:])
+    tokens, words = decoder.finish(search, 0.04, logprobs)
+    assert decoder.text(tokens) == "THEY READ A BOOK"
+    assert [w.word for w in words] == ["THEY", "READ", "A", "BOOK"]
+    assert [round(w.start / 0.04) for w in words] == [0, 6, 14, 18]  # each word's first phone's frame
+    assert all(0.5 < w.confidence <= 1.0 for w in words)
+    greedy = Decoder.load(tokenizer, None, BeamConfig(beam_size=16), restorer=None)
+    assert greedy.kind == "lexicon" and greedy.text(greedy.decode(logprobs)) == "THEY READ A BOOK"

@@ -1,7 +1,9 @@
 """CTC beam search with a lexicon and a word n-gram LM (flashlight-text), run incrementally.
 
 The lexicon is every word of the ARPA model spelled in the model's own units (BPE pieces, or
-letters followed by the word separator), so the search only ever outputs words the LM knows.
+letters followed by the word separator, or a phone model's pronunciations: one trie entry each, all
+for the same word), so the search only ever outputs words the LM knows. A phone model's search without
+an LM (`arpa=None`) spells every word of its lexicon and scores them all alike.
 `WordLM` reads the ARPA file and builds the lexicon trie once; each `BeamSearch` is one segment's
 search over it, fed chunk by chunk:
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from flashlight.lib.text.decoder import CriterionType, LexiconDecoder, LexiconDecoderOptions, SmearingMode, Trie
+from flashlight.lib.text.decoder import CriterionType, LexiconDecoder, LexiconDecoderOptions, SmearingMode, Trie, ZeroLM
 from flashlight.lib.text.decoder.kenlm import KenLM
 from flashlight.lib.text.dictionary import Dictionary
 
@@ -115,13 +117,27 @@ def _quiet_stderr():
             os.close(saved)
 
 
-class WordLM:
-    """An ARPA word LM with its lexicon trie in the tokenizer's units; shared by any number of searches."""
+def phone_words(tokenizer: Tokenizer, words: list[str] | None, most: int | None) -> list[str]:
+    """The words a phone model's search spells: the LM's (None: every word of its lexicon), the G2P's
+    pronunciations of those the lexicon lacks made in batches first."""
+    if tokenizer.lexicon is None:
+        raise LMError("a phone model's search needs its pronunciation lexicon (Tokenizer.with_lexicon)")
+    if words is None:
+        return list(tokenizer.lexicon.entries)
+    tokenizer.lexicon.fill(words[:most])
+    return words
 
-    def __init__(self, tokenizer: Tokenizer, arpa: str | Path, cfg: BeamConfig = BeamConfig()):
-        self.tokenizer, self.cfg, self.path = tokenizer, cfg.validate(), Path(arpa)
-        if not self.path.is_file():
+
+class WordLM:
+    """An ARPA word LM with its lexicon trie in the tokenizer's units; shared by any number of searches.
+    `arpa=None` (phone models only): no LM, every word of the tokenizer's lexicon equally likely."""
+
+    def __init__(self, tokenizer: Tokenizer, arpa: str | Path | None, cfg: BeamConfig = BeamConfig()):
+        self.tokenizer, self.cfg, self.path = tokenizer, cfg.validate(), None if arpa is None else Path(arpa)
+        if self.path is not None and not self.path.is_file():
             raise LMError(f"{self.path}: no such language model file")
+        if self.path is None and tokenizer.kind != "phone":
+            raise LMError("a search without a word LM needs a phone model (greedy decoding spells words itself)")
         units = tokenizer.units()
         self.units, self.units_list = Dictionary(units), units
         separator = tokenizer.word_separator()
@@ -131,22 +147,26 @@ class WordLM:
         if separator:
             self.end_frame = np.full((1, len(units)), _IMPOSSIBLE, np.float32)
             self.end_frame[0, self.silence] = 0.0
-        spellings = ((word, tokenizer.spell(word)) for word in arpa_words(self.path))  # spelled as far as needed
-        spelled = [*itertools.islice(filter(lambda pair: pair[1], spellings), cfg.lexicon_words), (UNK, [UNK])]
+        words = arpa_words(self.path) if self.path else None
+        most = cfg.lexicon_words if words else None  # without an LM: the whole lexicon
+        words = phone_words(tokenizer, words, most) if tokenizer.kind == "phone" else words
+        spellings = ((word, [s for s in tokenizer.pronunciations(word) if s]) for word in words)  # as far as needed
+        spelled = [*itertools.islice(filter(lambda pair: pair[1], spellings), most), (UNK, [[UNK]])]
         self.words = Dictionary()  # word -> index, entry by entry (a lexicon dict of lists costs ~30 MB more)
         for word, _ in spelled:
             self.words.add_entry(word)
         try:
             with _quiet_stderr():
-                self.lm = KenLM(str(self.path), self.words)
+                self.lm = KenLM(str(self.path), self.words) if self.path else ZeroLM()
         except RuntimeError as err:
             raise LMError(f"{self.path}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
         start = self.lm.start(False)
         unit_ids = {unit: self.units.get_index(unit) for unit in units}
         self.entries: list[tuple[list[int], int, float]] = []  # the trie's words: (unit ids, word index, unigram score)
-        for word, spelling in spelled:
+        for word, spellings in spelled:  # a spelling each (several for a phone model's word with several pronunciations)
             index = self.words.get_index(word)
-            self.entries.append(([unit_ids[unit] for unit in spelling], index, self.lm.score(start, index)[1]))
+            score = self.lm.score(start, index)[1]
+            self.entries.extend(([unit_ids[unit] for unit in spelling], index, score) for spelling in spellings)
         self.trie = self.build_trie([])
         self.unk = self.words.get_index(UNK)
         self.biasing = BiasingCache(self)  # hotword lists -> their Biasing (asr.decoding.biasing)
@@ -200,8 +220,9 @@ class BeamSearch:
             return self.done
         if self.frames == 0:
             return []
-        path = self.decoder.get_best_hypothesis().tokens  # steps 0 .. L-1 = frames up to L-2
-        words = self._tokens(path)
+        best = self.decoder.get_best_hypothesis()
+        path = best.tokens  # steps 0 .. L-1 = frames up to L-2
+        words = self._tokens(path, best.words)
         after = self.offset + len(path) - 1
         return words + [t for t in self.greedy.tokens if t.frame >= after]
 
@@ -215,19 +236,25 @@ class BeamSearch:
                     self.decoder.decode_step(self.lm.end_frame.ctypes.data, 1, self.lm.end_frame.shape[1])
                 self.decoder.decode_end()
                 self.hypotheses = self.decoder.get_all_final_hypothesis()
-                self.done = self._tokens(self.hypotheses[0].tokens) if self.hypotheses else []
+                self.done = self._tokens(self.hypotheses[0].tokens, self.hypotheses[0].words) if self.hypotheses else []
         return self.done
 
     def alternatives(self, most: int = 32) -> list[tuple[float, list[Token]]]:
         """After `final`: the `most` best final hypotheses of the beam as (score, tokens), best first."""
-        return [(h.score, self._tokens(h.tokens)) for h in self.hypotheses[:most]]
+        return [(h.score, self._tokens(h.tokens, h.words)) for h in self.hypotheses[:most]]
 
-    def _tokens(self, path: list[int]) -> list[Token]:
+    def _tokens(self, path: list[int], labels: list[int] | None = None) -> list[Token]:
         """flashlight's path (a unit per step; step 0 is a boundary before frame 0) -> CTC tokens at
         their first frame, blanks and repeats removed; the appended separator frame maps to the last
-        real frame."""
+        real frame. A phone model's tokens carry the words its search put on the path's `labels` (a word
+        index per step, -1 where none), each on the last token at or before the word's step."""
         units = np.asarray(path, dtype=np.int64)
         before = np.concatenate([[BLANK], units[:-1]])
         steps = np.flatnonzero((units != BLANK) & (units != before) & (units >= 0))
         frames = self.offset + np.minimum(np.maximum(steps - 1, 0), self.frames - 1)
-        return [Token(unit, frame) for unit, frame in zip(units[steps].tolist(), frames.tolist())]
+        tokens = [Token(unit, frame) for unit, frame in zip(units[steps].tolist(), frames.tolist())]
+        if self.lm.tokenizer.kind == "phone" and labels is not None and tokens:
+            for step, label in enumerate(labels):
+                if label >= 0:
+                    tokens[max(int(np.searchsorted(steps, step, side="right")) - 1, 0)].word = self.lm.words.get_entry(label)
+        return tokens

@@ -113,6 +113,12 @@ class G2P:
         return [self.phone_names[u - 1] for u in units]
 
 
+def bundled_g2p() -> G2P | None:
+    """The G2P shipped in the package, or None where this installation has none."""
+    path = bundled(FILE)
+    return load_g2p(path) if path else None
+
+
 def load_g2p(path: str | Path | None = None) -> G2P:
     """The G2P at `path` (None: the bundled one); G2PError naming the file where it cannot be used."""
     if path is None:

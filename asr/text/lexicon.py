@@ -91,14 +91,27 @@ class Lexicon:
                     added += 1
         return added
 
+    def to_text(self) -> str:
+        return "".join(f"{word} {' '.join(pron)}\n" for word, prons in self.entries.items() for pron in prons)
+
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            for word, prons in self.entries.items():
-                for pron in prons:
-                    f.write(f"{word} {' '.join(pron)}\n")
+        path.write_text(self.to_text(), encoding="utf-8")
         return path
+
+    @classmethod
+    def from_text(cls, text: str, source: str = "lexicon", g2p: "G2P | None" = None) -> "Lexicon":
+        """A lexicon from its file's text; LexiconError naming `source` and the line of a bad entry."""
+        lexicon = cls(g2p=g2p)
+        for number, line in enumerate(text.splitlines(), start=1):
+            fields = line.split()
+            if fields:
+                try:
+                    lexicon.add(fields[0], fields[1:])
+                except ValueError as err:
+                    raise LexiconError(f"{source}: line {number}: {err}") from None
+        return lexicon
 
     @classmethod
     def load(cls, path: str | Path, g2p: "G2P | None" = None) -> "Lexicon":
@@ -106,17 +119,7 @@ class Lexicon:
         path = Path(path)
         if not path.is_file():
             raise LexiconError(f"{path}: no such lexicon file")
-        lexicon = cls(g2p=g2p)
         try:
-            with open(path, encoding="utf-8") as f:
-                for number, line in enumerate(f, start=1):
-                    fields = line.split()
-                    if not fields:
-                        continue
-                    try:
-                        lexicon.add(fields[0], fields[1:])
-                    except ValueError as err:
-                        raise LexiconError(f"{path}: line {number}: {err}") from None
+            return cls.from_text(path.read_text(encoding="utf-8"), str(path), g2p)
         except UnicodeDecodeError:
             raise LexiconError(f"{path}: not a lexicon (not UTF-8 text)") from None
-        return lexicon

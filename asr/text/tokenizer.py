@@ -4,12 +4,13 @@ A tokenizer is stored with the model as bytes (`to_bytes` / `from_bytes`), never
 
 Phones are the lexicon's 39 (`asr.text.lexicon.PHONES`), after the blank, <unk> and, with `word_boundary`, the
 unit "|" that ends every word. A phone tokenizer spells words through a lexicon (`with_lexicon`: its first
-pronunciation, the G2P's for a word it lacks) and needs one to encode text; the lexicon is not part of its
-bytes. Decoded phone ids are the phones' names ("HH AH L OW W ER L D": no words; those come from the
+pronunciation, the G2P's for a word it lacks) and needs one to encode text; its bytes hold the lexicon (gzipped
+text), so a phone model's file spells words by itself. Decoded phone ids are the phones' names ("HH AH L OW W ER L D": no words; those come from the
 lexicon search, `asr.decoding.beam`).
 """
 from __future__ import annotations
 
+import gzip
 import io
 import json
 from functools import cached_property
@@ -40,7 +41,7 @@ class Tokenizer:
         if kind == "bpe":
             self.sp = spm.SentencePieceProcessor(model_proto=sp_model)
         self.word_boundary = word_boundary if kind == "phone" else kind == "char"
-        self.lexicon: Lexicon | None = None  # phones: how words are spelled (not stored in the bytes)
+        self.lexicon: Lexicon | None = None  # phones: how words are spelled (stored in the bytes)
         self._units = phone_units(word_boundary) if kind == "phone" else _CHAR_UNITS
 
     def with_lexicon(self, lexicon: Lexicon) -> "Tokenizer":
@@ -101,17 +102,18 @@ class Tokenizer:
         if self.sp:
             return self.sp.encode(word, out_type=str)
         if self.kind == "phone":
-            return self.pronunciations(word)[0]
+            spellings = self.pronunciations(word)
+            return spellings[0] if spellings else ["<unk>"] + (["|"] if self.word_boundary else [])
         return [ch if ch in _CHAR_UNITS else "<unk>" for ch in word] + ["|"]
 
     def pronunciations(self, word: str) -> list[list[str]]:
-        """Phones: every spelling of a word in units (each pronunciation, then the boundary unit if any)."""
+        """Every spelling of a normalised word in units: characters and BPE have one (`spell`); phones one a
+        pronunciation (then the boundary unit, if any), none where neither the lexicon nor its G2P has one."""
         if self.kind != "phone":
             return [self.spell(word)]
         if self.lexicon is None:
             raise ValueError("a phone tokenizer needs a lexicon to spell words (Tokenizer.with_lexicon)")
-        prons = self.lexicon.pronunciations(word) or [("<unk>",)]
-        return [list(p) + (["|"] if self.word_boundary else []) for p in prons]
+        return [list(p) + (["|"] if self.word_boundary else []) for p in self.lexicon.pronunciations(word)]
 
     def starts_word(self, token: int) -> bool:
         """True when `token` begins a new word (used for word timestamps)."""
@@ -130,11 +132,22 @@ class Tokenizer:
         return tuple(self.starts_word(i) for i in range(self.vocab_size))
 
     def to_bytes(self) -> bytes:
-        fields = {"kind": self.kind, **({"word_boundary": self.word_boundary} if self.kind == "phone" else {})}
-        return json.dumps(fields).encode() + b"\n" + (self._sp_bytes or b"")
+        """A JSON header line, then the SentencePiece model (BPE) or the lexicon's text, gzipped (phones)."""
+        if self.kind != "phone":
+            return json.dumps({"kind": self.kind}).encode() + b"\n" + (self._sp_bytes or b"")
+        header = json.dumps({"kind": self.kind, "word_boundary": self.word_boundary}).encode() + b"\n"
+        return header + (gzip.compress(self.lexicon.to_text().encode(), mtime=0) if self.lexicon else b"")
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Tokenizer":
+        """The tokenizer `to_bytes` wrote. A phone tokenizer gets its lexicon back, with the bundled G2P (where this
+        installation has one) for words outside it."""
         header, _, body = data.partition(b"\n")
         fields = json.loads(header)
-        return cls(fields["kind"], body or None, word_boundary=fields.get("word_boundary", True))
+        if fields["kind"] != "phone":
+            return cls(fields["kind"], body or None)
+        tokenizer = cls("phone", word_boundary=fields.get("word_boundary", True))
+        if body:
+            from asr.text.g2p import bundled_g2p  # noqa: PLC0415 (phone models only)
+            tokenizer.with_lexicon(Lexicon.from_text(gzip.decompress(body).decode(), "the model's lexicon", bundled_g2p()))
+        return tokenizer
