@@ -126,3 +126,15 @@ def test_the_decoder_gives_a_phone_model_words_times_and_confidences(tmp_path):
     assert all(0.5 < w.confidence <= 1.0 for w in words)
     greedy = Decoder.load(tokenizer, None, BeamConfig(beam_size=16), restorer=None)
     assert greedy.kind == "lexicon" and greedy.text(greedy.decode(logprobs)) == "THEY READ A BOOK"
+
+
+def test_more_homophones_than_a_trie_node_holds_keep_the_likeliest(tmp_path, capfd):
+    """flashlight keeps 6 words a spelling: the LM's likeliest are kept, quietly."""
+    names = ["KARR", "KAHR", "CARR", "KAR", "KARRE", "KAAR", "CAHR", "QARR"]
+    tokenizer = Tokenizer("phone").with_lexicon(Lexicon({name: [("K", "AA", "R")] for name in names}))
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa([" ".join(names[:i + 1]) for i in range(len(names))]))  # KARR likeliest, QARR least
+    lm = WordLM(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0))
+    assert "limit" not in capfd.readouterr().err
+    decoder = Decoder(tokenizer, lm)
+    assert decoder.text(decoder.decode(emissions(tokenizer, spoken("K AA R", True)))) == "KARR"

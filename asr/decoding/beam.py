@@ -20,6 +20,7 @@ and the best finished one would often be the one that left that word out.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import os
@@ -37,6 +38,7 @@ from asr.text.tokenizer import BLANK, Tokenizer
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"  # the ARPA format's sentence marks and unknown word
 _IMPOSSIBLE = -1.0e4  # a log-probability no path survives (flashlight wants finite scores)
+_TRIE_LABELS = 6  # words a trie node can hold (flashlight's kTrieMaxLabel); more would be dropped with a warning
 
 
 class LMError(ValueError):
@@ -177,10 +179,13 @@ class WordLM:
             criterion_type=CriterionType.CTC)
 
     def build_trie(self, extra: list[tuple[list[int], int, float]]) -> Trie:
-        """The lexicon trie: every lexicon word, plus `extra` entries (unit ids, word label, score)."""
-        trie = Trie(len(self.units_list), self.silence)
-        for unit_ids, index, score in self.entries + extra:
-            trie.insert(unit_ids, index, score)
+        """The lexicon trie: every lexicon word, plus `extra` entries (unit ids, word label, score). A spelling
+        holds at most flashlight's 6 words (homophones, with phones): `extra`'s first, then the LM's likeliest."""
+        trie, homophones = Trie(len(self.units_list), self.silence), collections.Counter()
+        for unit_ids, index, score in extra + self.entries:
+            homophones[key := tuple(unit_ids)] += 1
+            if homophones[key] <= _TRIE_LABELS:
+                trie.insert(unit_ids, index, score)
         trie.smear(SmearingMode.MAX)
         return trie
 
