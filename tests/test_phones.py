@@ -1,12 +1,15 @@
 """Phone-CTC models: training targets through the lexicon (a toy run), and decoding phones to words through it."""
+import importlib.util
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
 from asr.decoding.beam import BeamConfig, LMError, WordLM
 from asr.decoding.decoder import Decoder
 from asr.model.loader import load_model
+from asr.training import carry
 from asr.text.g2p import load_g2p
 from asr.text.lexicon import Lexicon
 from asr.text.normalize import normalize
@@ -14,7 +17,7 @@ from asr.text.tokenizer import Tokenizer
 from asr.training.lm import build_arpa
 from asr.training.data import load_sources
 from asr.training.train import new_module, train
-from helpers import CONF, SPEECHOCEAN, emissions, small_manifest
+from helpers import CONF, ROOT, SPEECHOCEAN, emissions, small_manifest
 
 needs_data = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
 
@@ -138,3 +141,23 @@ def test_more_homophones_than_a_trie_node_holds_keep_the_likeliest(tmp_path, cap
     assert "limit" not in capfd.readouterr().err
     decoder = Decoder(tokenizer, lm)
     assert decoder.text(decoder.decode(emissions(tokenizer, spoken("K AA R", True)))) == "KARR"
+
+
+def test_the_phone_arms_start_from_the_shipped_model(tmp_path):
+    """recipes/phones/start.py: b keeps every shipped tensor but the output layer; c only the CMVN statistics;
+    both are states a continue.py period forks."""
+    spec = importlib.util.spec_from_file_location("phones_start", ROOT / "recipes" / "phones" / "start.py")
+    start = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(start)
+    lexicon = Lexicon(LEXICON).save(tmp_path / "lexicon.txt")
+    shipped = load_model()[0].state_dict()
+    for arm in ("b", "c"):
+        assert start.main([arm, "--minutes", "0", "--lexicon", str(lexicon), "--out", str(tmp_path / arm)]) == 0
+        encoder, tokenizer, info = load_model(tmp_path / arm / "model.safetensors")
+        assert tokenizer.kind == "phone" and tokenizer.lexicon.entries == Lexicon(LEXICON).entries
+        assert encoder.cfg.vocab_size == 42 and encoder.cfg.d_model == load_model()[0].cfg.d_model
+        same = {k for k, v in encoder.state_dict().items() if v.shape == shipped[k].shape and torch.equal(v, shipped[k])}
+        expected = {k for k in shipped if not k.startswith("ctc.")} if arm == "b" else {"cmvn.mean", "cmvn.std"}
+        assert same == expected, arm
+        period, _ = carry.current_period(tmp_path / "work" / arm, tmp_path / arm, tmp_path / "synthetic", 0)
+        assert period["period"] == 1 and period["step_offset"] == 0 and Path(period["init_from"]).is_file()
