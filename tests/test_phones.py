@@ -161,3 +161,6 @@ def test_the_phone_arms_start_from_the_shipped_model(tmp_path):
         assert same == expected, arm
         period, _ = carry.current_period(tmp_path / "work" / arm, tmp_path / arm, tmp_path / "synthetic", 0)
         assert period["period"] == 1 and period["step_offset"] == 0 and Path(period["init_from"]).is_file()
+    assert start.main(["a", "--out", str(tmp_path / "a")]) == 0  # the reference: the shipped model as it is
+    encoder, tokenizer, _ = load_model(tmp_path / "a" / "model.safetensors")
+    assert tokenizer.kind == "char" and all(torch.equal(v, shipped[k]) for k, v in encoder.state_dict().items())

@@ -1,11 +1,12 @@
 """The phone arms' starting states (recipes/phones/README.md): `python recipes/phones/start.py ARM`.
 
+    python recipes/phones/start.py a                              # the shipped character model, as it is
     python recipes/phones/start.py b --minutes 20 -- threads=1   # shipped encoder, new phone layer, trained alone
     python recipes/phones/start.py c                              # phones from scratch at the shipped shapes
 
 Each writes `recipes/phones/ARM/start/` (model.safetensors, float16, and state.json), the folder that the arm's
-first `recipes/voices/continue.py --fork-from ... --new-schedule` period starts from. The model's tokenizer is
-kind "phone" (`--no-word-boundary`: without the "|" unit) and carries the lexicon (`--lexicon`, built by
+first `recipes/voices/continue.py --fork-from ... --new-schedule` period starts from. a: the shipped model
+(the reference). b and c: the model's tokenizer is kind "phone" (`--no-word-boundary`: without the "|" unit) and carries the lexicon (`--lexicon`, built by
 `python -m asr.training.lexicon`); the bundled G2P spells the words it lacks.
 
 b: the shipped model's tensors (CMVN, front end, blocks, final norm) under a new output layer over the phones,
@@ -70,7 +71,7 @@ def write_start(out: Path, encoder: Encoder, tokenizer: Tokenizer, info: dict, s
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("arm", choices=["b", "c"])
+    p.add_argument("arm", choices=["a", "b", "c"])
     p.add_argument("--minutes", type=float, default=20.0, help="b: wall minutes of training the new layer alone")
     p.add_argument("--lexicon", type=Path, default=ROOT / "data" / "lexicon" / "cmudict.txt")
     p.add_argument("--no-word-boundary", action="store_true", help="phones only, no '|' unit ending each word")
@@ -79,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", help="arm b: extra Hydra overrides for the head's training (after --)")
     a = p.parse_intermixed_args(argv)
     out = a.out or ROOT / "recipes" / "phones" / a.arm / "start"
+    if a.arm == "a":
+        shipped, tokenizer, info = load_model()
+        write_start(out, shipped, tokenizer, {"arm": "a", "from": "asr/pretrained/default.safetensors", **info}, 0, 0.0)
+        print(f"start: {out} (arm a: the shipped model)", file=sys.stderr)
+        return 0
     if not a.lexicon.is_file():
         p.error(f"--lexicon {a.lexicon}: no such file (python -m asr.training.lexicon --out {a.lexicon})")
     encoder, tokenizer = phone_model(a.arm, a.lexicon, not a.no_word_boundary)
