@@ -14,6 +14,7 @@ from asr.text.tokenizer import Tokenizer
 from asr.training.g2p import LETTERS, G2PConfig, G2PNet, edit_distance, save_g2p, score, split
 from asr.training.g2p import train as train_g2p
 from asr.training.lexicon import read_cmudict
+from asr.training.lm import build_arpa
 from helpers import ROOT
 
 CMUDICT = """;;; a comment line
@@ -175,3 +176,20 @@ def test_the_lexicon_asks_its_g2p_once_per_word():
     assert lexicon.pronounce("DOG") == ("D", "AO", "G") and Counting.calls == 0
     assert lexicon.pronounce("KAT") == lexicon.pronounce("KAT") == ("K", "AE", "T") and Counting.calls == 1
     assert lexicon.fill(["DOG", "KATT", "KATT"]) == 1 and "KATT" in lexicon
+
+
+def test_a_lexicon_can_cover_a_vocabulary_with_the_g2p(tmp_path):
+    source = tmp_path / "cmudict.dict"
+    source.write_text(CMUDICT)
+    words = tmp_path / "vocab.txt"
+    words.write_text("READ 120\nKathleen 3\nx-ray\n")  # first fields, normalised; "X RAY" is two words: left out
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(["A CAT SAT"]))
+    out = tmp_path / "lexicon.txt"
+    done = subprocess.run([sys.executable, "-m", "asr.training.lexicon", "--cmudict", str(source), "--out", str(out),
+                           "--cover", str(words), str(arpa)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lexicon = Lexicon.load(out)
+    assert lexicon.entries["READ"] == [("R", "EH", "D"), ("R", "IY", "D")]  # CMUdict's, untouched
+    assert set(lexicon.entries) == {"A", "DON'T", "READ", "AALBORG", "KATHLEEN", "CAT", "SAT"}
+    assert "vocab.txt: 1 words" in done.stderr and "lm.arpa: 2 words" in done.stderr

@@ -79,7 +79,7 @@ class Lexicon:
 
     def fill(self, words: Iterable[str], batch: int = 256) -> int:
         """Add the G2P's pronunciation of every word the lexicon lacks (batched); returns how many were added."""
-        missing = sorted({w for w in words if w and w not in self.entries})
+        missing = sorted({w for w in words if w and w not in self.entries}, key=lambda w: (len(w), w))  # little padding
         if not missing or self.g2p is None:
             return 0
         added = 0
