@@ -1,5 +1,7 @@
 """Phone-CTC models: training targets through the lexicon (a toy run), and decoding phones to words through it."""
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,3 +166,14 @@ def test_the_phone_arms_start_from_the_shipped_model(tmp_path):
     assert start.main(["a", "--out", str(tmp_path / "a")]) == 0  # the reference: the shipped model as it is
     encoder, tokenizer, _ = load_model(tmp_path / "a" / "model.safetensors")
     assert tokenizer.kind == "char" and all(torch.equal(v, shipped[k]) for k, v in encoder.state_dict().items())
+
+
+@needs_data
+def test_a_phone_run_without_its_lexicon_is_one_line(tmp_path):
+    manifest = small_manifest(tmp_path, 2)
+    done = subprocess.run([sys.executable, "-m", "asr.training", "model=tiny", "tokenizer.kind=phone",
+                           f"tokenizer.lexicon={tmp_path / 'missing.txt'}", f"run_dir={tmp_path / 'run'}",
+                           f"data.train=[{{manifest: {manifest}}}]", f"data.valid=[{{manifest: {manifest}}}]"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == f"asr.training: error: {tmp_path / 'missing.txt'}: no such lexicon file"
