@@ -88,6 +88,8 @@ def test_numpy_g2p_computes_what_the_torch_network_does(tmp_path):
     assert lengths.tolist() == [3 * len(w) for w in words]
     for row, n in enumerate(lengths):
         np.testing.assert_allclose(got[row, :n], expected[row, :n], atol=1e-4)
+    alone, _ = g2p.logits(["CAT"])  # no padding: the unmasked path computes the same
+    np.testing.assert_allclose(alone[0], logits[3, :9], atol=1e-5)
     assert g2p.phones_batch(["", "CAT"]) == [[], g2p.phones("CAT")]
 
 

@@ -58,25 +58,35 @@ class G2P:
     def __init__(self, weights: dict[str, np.ndarray], config: dict, letters: str, phones: list[str]):
         self.w, self.cfg, self.phone_names = weights, config, phones
         self.letter_ids = {ch: i + 1 for i, ch in enumerate(letters)}  # 0 pads (and stands for unknown letters)
+        self.rnn = {}  # (layer, reverse) -> (W_ih^T (D, 4H), W_hh^T (H, 4H), bias (4H,)), contiguous for the matmuls
+        for layer in range(config["layers"]):
+            for reverse in (False, True):
+                suffix = f"l{layer}" + ("_reverse" if reverse else "")
+                self.rnn[layer, reverse] = (
+                    np.ascontiguousarray(weights[f"rnn.weight_ih_{suffix}"].T),
+                    np.ascontiguousarray(weights[f"rnn.weight_hh_{suffix}"].T),
+                    weights[f"rnn.bias_ih_{suffix}"] + weights[f"rnn.bias_hh_{suffix}"])
 
-    def _lstm(self, x: np.ndarray, mask: np.ndarray, layer: int, reverse: bool) -> np.ndarray:
-        """x (B, L, D), mask (B, L) -> (B, L, H): one direction of one layer, PyTorch's gate order (i, f, g, o)."""
-        suffix = f"l{layer}" + ("_reverse" if reverse else "")
-        w_ih, w_hh = self.w[f"rnn.weight_ih_{suffix}"], self.w[f"rnn.weight_hh_{suffix}"]
-        bias = self.w[f"rnn.bias_ih_{suffix}"] + self.w[f"rnn.bias_hh_{suffix}"]
+    def _lstm(self, x: np.ndarray, mask: np.ndarray | None, layer: int, reverse: bool) -> np.ndarray:
+        """x (B, L, D), mask (B, L) or None (no padding) -> (B, L, H): one direction of one layer, PyTorch's gate
+        order (i, f, g, o). Padding never reaches a real letter: the forward pass meets it after each word's
+        end, and the reverse pass keeps its state at zero through it (the mask)."""
+        w_ih, w_hh, bias = self.rnn[layer, reverse]
         batch, length, _ = x.shape
-        hidden = w_hh.shape[1]
-        inputs = x @ w_ih.T + bias  # (B, L, 4H)
+        hidden = w_hh.shape[0]
+        inputs = x @ w_ih + bias  # (B, L, 4H)
         h = np.zeros((batch, hidden), np.float32)
         c = np.zeros((batch, hidden), np.float32)
-        out = np.zeros((batch, length, hidden), np.float32)
+        out = np.empty((batch, length, hidden), np.float32)
         for t in (range(length - 1, -1, -1) if reverse else range(length)):
-            gates = inputs[:, t] + h @ w_hh.T
-            i, f, g, o = np.split(gates, 4, axis=1)
-            c_new = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-            h_new = _sigmoid(o) * np.tanh(c_new)
-            keep = mask[:, t:t + 1]  # padding leaves the state alone (the reverse pass starts at each word's end)
-            c, h = np.where(keep, c_new, c), np.where(keep, h_new, h)
+            gates = inputs[:, t] + h @ w_hh
+            sig = _sigmoid(gates)
+            c_new = sig[:, hidden:2 * hidden] * c + sig[:, :hidden] * np.tanh(gates[:, 2 * hidden:3 * hidden])
+            h_new = sig[:, 3 * hidden:] * np.tanh(c_new)
+            if reverse and mask is not None:
+                keep = mask[:, t:t + 1]
+                c_new, h_new = np.where(keep, c_new, c), np.where(keep, h_new, h)
+            c, h = c_new, h_new
             out[:, t] = h
         return out
 
@@ -86,14 +96,16 @@ class G2P:
         ids = np.zeros((len(words), length), np.int64)
         for row, word in enumerate(words):
             ids[row, :len(word)] = [self.letter_ids.get(ch, 0) for ch in word]
-        mask = np.arange(length)[None, :] < np.array([len(w) for w in words])[:, None]
+        lengths = np.array([len(w) for w in words])
+        mask = np.arange(length)[None, :] < lengths[:, None]
+        padded = None if (lengths == length).all() else mask
         x = self.w["embed.weight"][ids]
         for layer in range(self.cfg["layers"]):
-            x = np.concatenate([self._lstm(x, mask, layer, False), self._lstm(x, mask, layer, True)], axis=-1)
+            x = np.concatenate([self._lstm(x, padded, layer, False), self._lstm(x, padded, layer, True)], axis=-1)
         frames = self.cfg["frames"]
         y = x @ self.w["out.weight"].T + self.w["out.bias"]  # (B, L, frames * V)
         y = y.reshape(len(words), length * frames, -1)
-        return y, mask.sum(1) * frames
+        return y, lengths * frames
 
     def phones_batch(self, words: list[str]) -> list[list[str]]:
         """Each normalised word's phones (greedy CTC); [] for an empty word."""
