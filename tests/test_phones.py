@@ -10,6 +10,7 @@ from hydra import compose, initialize_config_dir
 
 from asr.decoding.beam import BeamConfig, LMError, WordLM
 from asr.decoding.decoder import Decoder
+from asr.decoding.hotwords import parse_hotwords
 from asr.model.loader import load_model
 from asr.training import carry
 from asr.text.g2p import load_g2p
@@ -177,3 +178,15 @@ def test_a_phone_run_without_its_lexicon_is_one_line(tmp_path):
                           cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == f"asr.training: error: {tmp_path / 'missing.txt'}: no such lexicon file"
+
+
+def test_a_hotword_outside_the_lm_is_spelled_by_the_g2p(tmp_path):
+    tokenizer = Tokenizer("phone").with_lexicon(Lexicon(LEXICON, g2p=load_g2p()))
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    decoder = Decoder(tokenizer, WordLM(tokenizer, arpa, BeamConfig(beam_size=16, lm_weight=1.0)))
+    name = " ".join(tokenizer.spell("KATHLEEN")[:-1])  # the G2P's pronunciation, without the boundary
+    logprobs = emissions(tokenizer, spoken(f"AY | R EH D | {name}", True))
+    assert "KATHLEEN" not in decoder.text(decoder.decode(logprobs))
+    biased = decoder.with_hotwords(parse_hotwords(["Kathleen"], "test", tokenizer))
+    assert biased.text(biased.decode(logprobs)) == "I READ KATHLEEN"

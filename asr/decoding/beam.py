@@ -202,6 +202,7 @@ class BeamSearch:
         self.lm, self.offset, self.frames = lm, offset, 0
         trie, word_lm = (lm.trie, lm.lm) if biasing is None else (biasing.trie, biasing.new_lm())
         self.word_lm = word_lm  # flashlight holds it by reference only: this keeps it alive
+        self.added = biasing.added if biasing is not None else []  # hotwords new to the lexicon: labels unk + 1 on
         self.decoder = LexiconDecoder(lm.options, trie, word_lm, lm.silence, BLANK, lm.unk, [], False)
         self.decoder.decode_begin()
         self.greedy = GreedySearch(offset)  # the letters after the search's last finished word
@@ -261,5 +262,6 @@ class BeamSearch:
         if self.lm.tokenizer.kind == "phone" and labels is not None and tokens:
             for step, label in enumerate(labels):
                 if label >= 0:
-                    tokens[max(int(np.searchsorted(steps, step, side="right")) - 1, 0)].word = self.lm.words.get_entry(label)
+                    word = self.lm.words.get_entry(label) if label <= self.lm.unk else self.added[label - self.lm.unk - 1]
+                    tokens[max(int(np.searchsorted(steps, step, side="right")) - 1, 0)].word = word
         return tokens
