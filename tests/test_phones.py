@@ -1,5 +1,6 @@
 """Phone-CTC models: training targets through the lexicon (a toy run), and decoding phones to words through it."""
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from asr.decoding.beam import BeamConfig, LMError, WordLM
 from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import parse_hotwords
+from asr.model.export import export_onnx
 from asr.model.loader import load_model
 from asr.training import carry
 from asr.text.g2p import load_g2p
@@ -20,7 +22,7 @@ from asr.text.tokenizer import Tokenizer
 from asr.training.lm import build_arpa
 from asr.training.data import load_sources
 from asr.training.train import new_module, train
-from helpers import CONF, ROOT, SPEECHOCEAN, emissions, small_manifest
+from helpers import CONF, ROOT, SPEECHOCEAN, emissions, small_manifest, tiny_encoder
 
 needs_data = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
 
@@ -190,3 +192,31 @@ def test_a_hotword_outside_the_lm_is_spelled_by_the_g2p(tmp_path):
     assert "KATHLEEN" not in decoder.text(decoder.decode(logprobs))
     biased = decoder.with_hotwords(parse_hotwords(["Kathleen"], "test", tokenizer))
     assert biased.text(biased.decode(logprobs)) == "I READ KATHLEEN"
+
+
+def test_a_phone_model_runs_torch_free_with_its_lexicon_and_the_g2p(tmp_path):
+    """An ONNX export keeps the lexicon in tokenizer.bin; the torch-free runtime decodes words through it (the
+    G2P spelling an LM word it lacks) without importing torch."""
+    tokenizer = Tokenizer("phone").with_lexicon(Lexicon(LEXICON))
+    export_onnx(tiny_encoder(3, vocab_size=tokenizer.vocab_size), tokenizer, {}, tmp_path / "onnx")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS + ["THEY READ TO KATHLEEN"]))
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import numpy as np\n"
+            "from asr.decoding.beam import BeamConfig\n"
+            "from asr.decoding.decoder import Decoder\n"
+            "from asr.model.backend import load_backend\n"
+            f"model, tokenizer, info = load_backend({str(tmp_path / 'onnx')!r}, backend='onnx')\n"
+            "assert tokenizer.kind == 'phone' and 'READ' in tokenizer.lexicon and tokenizer.lexicon.g2p is not None\n"
+            f"decoder = Decoder.load(tokenizer, {str(arpa)!r}, BeamConfig(beam_size=16, lm_weight=1.0), restorer=None)\n"
+            "said = 'DH EY | R EH D | T UW'.split() + ['|'] + tokenizer.spell('KATHLEEN')[:-1]\n"
+            "units = tokenizer.units()\n"
+            "logprobs = np.full((2 * len(said), len(units)), np.log(0.1 / len(units)), np.float32)\n"
+            "for i, p in enumerate(said):\n"
+            "    logprobs[2 * i, units.index(p)] = logprobs[2 * i + 1, 0] = np.log(0.9)\n"
+            "print(decoder.text(decoder.decode(logprobs)))\n"
+            "assert not any(m == 'torch' or m.startswith('torch.') for m in sys.modules if sys.modules[m])\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "THEY READ TO KATHLEEN"
