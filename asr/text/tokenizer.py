@@ -5,8 +5,8 @@ A tokenizer is stored with the model as bytes (`to_bytes` / `from_bytes`), never
 Phones are the lexicon's 39 (`asr.text.lexicon.PHONES`), after the blank, <unk> and, with `word_boundary`, the
 unit "|" that ends every word. A phone tokenizer spells words through a lexicon (`with_lexicon`: its first
 pronunciation, the G2P's for a word it lacks) and needs one to encode text; its bytes hold the lexicon (gzipped
-text), so a phone model's file spells words by itself. Decoded phone ids are the phones' names ("HH AH L OW W ER L D": no words; those come from the
-lexicon search, `asr.decoding.beam`).
+text), so a phone model's file spells words by itself. Decoded phone ids are the phones' names ("HH AH L OW W ER
+L D"): no words; those come from the lexicon search (`asr.decoding.beam`).
 """
 from __future__ import annotations
 

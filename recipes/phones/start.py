@@ -6,8 +6,9 @@
 
 Each writes `recipes/phones/ARM/start/` (model.safetensors, float16, and state.json), the folder that the arm's
 first `recipes/voices/continue.py --fork-from ... --new-schedule` period starts from. a: the shipped model
-(the reference). b and c: the model's tokenizer is kind "phone" (`--no-word-boundary`: without the "|" unit) and carries the lexicon (`--lexicon`, built by
-`python -m asr.training.lexicon`); the bundled G2P spells the words it lacks.
+(the reference). b and c: the model's tokenizer is kind "phone" (`--no-word-boundary`: without the "|" unit)
+and carries the lexicon (`--lexicon`, built by `python -m asr.training.lexicon`); the bundled G2P spells the
+words it lacks.
 
 b: the shipped model's tensors (CMVN, front end, blocks, final norm) under a new output layer over the phones,
 which alone trains for `--minutes` (conf/experiment/phones_head.yaml: everything else frozen); the arm's
