@@ -1,19 +1,24 @@
 """Phone-CTC models: training targets through the lexicon (a toy run), and decoding phones to words through it."""
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import jiwer
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from asr.audio.files import load_audio
 from asr.decoding.beam import BeamConfig, LMError, WordLM
 from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import parse_hotwords
 from asr.model.export import export_onnx
 from asr.model.loader import load_model
+from asr.model.recognizer import Recognizer
+from asr.model.torch_backend import load_torch
 from asr.training import carry
 from asr.text.g2p import load_g2p
 from asr.text.lexicon import Lexicon
@@ -220,3 +225,24 @@ def test_a_phone_model_runs_torch_free_with_its_lexicon_and_the_g2p(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "THEY READ TO KATHLEEN"
+
+
+@needs_data
+def test_a_tiny_phone_model_overfits_twenty_utterances_and_decodes_words(tmp_path):
+    """Real audio through the whole phone path: targets spelled by the G2P, CTC over phones, the search with an
+    LM of the sentences spelling them back into words."""
+    manifest = small_manifest(tmp_path, 20)
+    rows = [json.loads(line) for line in manifest.read_text().splitlines()]
+    lexicon = Lexicon(g2p=load_g2p())
+    lexicon.fill({w for r in rows for w in normalize(r["text"]).split()})
+    cfg = phone_config(tmp_path / "run", manifest, lexicon.save(tmp_path / "lexicon.txt"), "trainer.max_steps=400",
+                       "trainer.check_val_every_n_epoch=400", "optim.lr=3e-3", "optim.warmup_steps=30",
+                       "optim.decay_steps=370", "model.d_model=96", "checkpoint_every_steps=400",
+                       "data.augment.time_masks=0", "data.augment.freq_masks=0")
+    recognizer = Recognizer(*load_torch(train(cfg)), tail_seconds=0.0)
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa([normalize(r["text"]) for r in rows]))
+    decoder = Decoder.load(recognizer.tokenizer, arpa, BeamConfig(), restorer=None)
+    hyps = [decoder.text(decoder.decode(recognizer.run(load_audio(r["audio"])))) for r in rows]
+    refs = [normalize(r["text"]) for r in rows]
+    assert jiwer.wer(refs, hyps) < 0.1, list(zip(refs, hyps))
