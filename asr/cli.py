@@ -190,7 +190,8 @@ def add_jobs(parser: argparse.ArgumentParser) -> None:
 def add_decoder_args(parser: argparse.ArgumentParser) -> None:
     """--greedy / --beam / --lm and the beam search's weights."""
     defaults = BeamConfig()
-    parser.add_argument("--greedy", action="store_true", help="greedy CTC, no word LM")
+    parser.add_argument("--greedy", action="store_true", help="greedy CTC, no word LM (a phone model spells no words "
+                        "greedily: it searches its pronunciation lexicon without an LM instead)")
     parser.add_argument("--beam", action="store_true",
                         help="beam search with the bundled word LM (the default with the bundled model; a model "
                              "folder with its own lm.arpa searches with that)")

@@ -449,3 +449,10 @@ def test_a_state_too_big_for_the_budget_carries_its_weights_and_not_its_candidat
     assert carry.read_state(state)["candidate_carried"] is False
     following, _ = carry.current_period(tmp_path / "runs", state, tmp_path, carry.BLEND_SEED_BASE)
     assert following["period"] == 2 and "previous_candidate" not in following  # its candidate: its own mean
+
+
+def test_the_rows_score_kathleens_held_out_prompts_when_asked(tmp_path):
+    assert not any("kathleen" in name for name in carry.score_sets(DATA, tmp_path))
+    kathleen = tmp_path / "kathleen.jsonl"
+    sets = carry.score_sets(DATA, tmp_path, kathleen)
+    assert sets["kathleen_test_beam"] == (["--manifest", str(kathleen), "--split", "test"], "beam")

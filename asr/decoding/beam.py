@@ -1,7 +1,9 @@
 """CTC beam search with a lexicon and a word n-gram LM (flashlight-text), run incrementally.
 
 The lexicon is every word of the ARPA model spelled in the model's own units (BPE pieces, or
-letters followed by the word separator), so the search only ever outputs words the LM knows.
+letters followed by the word separator, or a phone model's pronunciations: one trie entry each, all
+for the same word), so the search only ever outputs words the LM knows. A phone model's search without
+an LM (`arpa=None`) spells every word of its lexicon and scores them all alike.
 `WordLM` reads the ARPA file and builds the lexicon trie once; each `BeamSearch` is one segment's
 search over it, fed chunk by chunk:
 
@@ -18,6 +20,7 @@ and the best finished one would often be the one that left that word out.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import gzip
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from flashlight.lib.text.decoder import CriterionType, LexiconDecoder, LexiconDecoderOptions, SmearingMode, Trie
+from flashlight.lib.text.decoder import CriterionType, LexiconDecoder, LexiconDecoderOptions, SmearingMode, Trie, ZeroLM
 from flashlight.lib.text.decoder.kenlm import KenLM
 from flashlight.lib.text.dictionary import Dictionary
 
@@ -38,6 +41,7 @@ from asr.text.tokenizer import BLANK, Tokenizer
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"  # the ARPA format's sentence marks and unknown word
 _IMPOSSIBLE = -1.0e4  # a log-probability no path survives (flashlight wants finite scores)
+_TRIE_LABELS = 6  # words a trie node can hold (flashlight's kTrieMaxLabel); more would be dropped with a warning
 
 
 class LMError(ValueError):
@@ -139,13 +143,27 @@ class Entries:
             yield self.units[offsets[i]:offsets[i + 1]].tolist(), label, score
 
 
-class WordLM:
-    """An ARPA word LM with its lexicon trie in the tokenizer's units; shared by any number of searches."""
+def phone_words(tokenizer: Tokenizer, words: list[str] | None, most: int | None) -> list[str]:
+    """The words a phone model's search spells: the LM's (None: every word of its lexicon), the G2P's
+    pronunciations of those the lexicon lacks made in batches first."""
+    if tokenizer.lexicon is None:
+        raise LMError("a phone model's search needs its pronunciation lexicon (Tokenizer.with_lexicon)")
+    if words is None:
+        return list(tokenizer.lexicon.entries)
+    tokenizer.lexicon.fill(words[:most])
+    return words
 
-    def __init__(self, tokenizer: Tokenizer, arpa: str | Path, cfg: BeamConfig = BeamConfig()):
-        self.tokenizer, self.cfg, self.path = tokenizer, cfg.validate(), Path(arpa)
-        if not self.path.is_file():
+
+class WordLM:
+    """An ARPA word LM with its lexicon trie in the tokenizer's units; shared by any number of searches.
+    `arpa=None` (phone models only): no LM, every word of the tokenizer's lexicon equally likely."""
+
+    def __init__(self, tokenizer: Tokenizer, arpa: str | Path | None, cfg: BeamConfig = BeamConfig()):
+        self.tokenizer, self.cfg, self.path = tokenizer, cfg.validate(), None if arpa is None else Path(arpa)
+        if self.path is not None and not self.path.is_file():
             raise LMError(f"{self.path}: no such language model file")
+        if self.path is None and tokenizer.kind != "phone":
+            raise LMError("a search without a word LM needs a phone model (greedy decoding spells words itself)")
         units = tokenizer.units()
         self.units, self.units_list = Dictionary(units), units
         separator = tokenizer.word_separator()
@@ -155,30 +173,37 @@ class WordLM:
         if separator:
             self.end_frame = np.full((1, len(units)), _IMPOSSIBLE, np.float32)
             self.end_frame[0, self.silence] = 0.0
+        words = arpa_words(self.path) if self.path else None
+        most = cfg.lexicon_words if words else None  # without an LM: the whole lexicon
+        words = phone_words(tokenizer, words, most) if tokenizer.kind == "phone" else words
         self.words = Dictionary()  # word -> index, in the order added
         unit_ids = {unit: self.units.get_index(unit) for unit in units}
-        spelled, offsets, labels = array("i"), array("q", [0]), array("i")  # grown word by word, no list per word
-        for word in arpa_words(self.path):  # most probable first; spelled as far as the lexicon goes
-            if cfg.lexicon_words is not None and len(labels) >= cfg.lexicon_words:
+        spelled, offsets, labels = array("i"), array("q", [0]), array("i")  # grown entry by entry, no list per word
+        count = 0
+        for word in words:  # most probable first; spelled as far as the lexicon goes
+            if most is not None and count >= most:
                 break
-            if spelling := tokenizer.spell(word):
-                spelled.extend(unit_ids[unit] for unit in spelling)
-                offsets.append(len(spelled))
-                labels.append(len(labels))
+            if spellings := [s for s in tokenizer.pronunciations(word) if s]:  # several for a phone model's word
+                for spelling in spellings:
+                    spelled.extend(unit_ids[unit] for unit in spelling)
+                    offsets.append(len(spelled))
+                    labels.append(count)
                 self.words.add_entry(word)
+                count += 1
         spelled.append(unit_ids[UNK])
         offsets.append(len(spelled))
-        labels.append(len(labels))
+        labels.append(count)
         self.words.add_entry(UNK)
         try:
             with _quiet_stderr():
-                self.lm = KenLM(str(self.path), self.words)
+                self.lm = KenLM(str(self.path), self.words) if self.path else ZeroLM()
         except RuntimeError as err:
             raise LMError(f"{self.path}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
         start = self.lm.start(False)
-        scores = np.fromiter((self.lm.score(start, label)[1] for label in labels), np.float32, len(labels))
-        self.entries = Entries(np.frombuffer(spelled, np.int32), np.frombuffer(offsets, np.int64),
-                               np.frombuffer(labels, np.int32), scores)
+        scores = np.fromiter((self.lm.score(start, word)[1] for word in range(count + 1)), np.float32, count + 1)
+        labels_a = np.frombuffer(labels, np.int32)
+        self.entries = Entries(np.frombuffer(spelled, np.int32), np.frombuffer(offsets, np.int64), labels_a,
+                               scores[labels_a])
         self.trie = self.build_trie([])
         self.unk = self.words.get_index(UNK)
         self.biasing = BiasingCache(self)  # hotword lists -> their Biasing (asr.decoding.biasing)
@@ -189,22 +214,29 @@ class WordLM:
             criterion_type=CriterionType.CTC)
 
     def build_trie(self, extra: list[tuple[list[int], int, float]]) -> Trie:
-        """The lexicon trie: every lexicon word, plus `extra` entries (unit ids, word label, score)."""
-        trie = Trie(len(self.units_list), self.silence)
-        for unit_ids, index, score in itertools.chain(self.entries, extra):
+        """The lexicon trie: every lexicon word, plus `extra` entries (unit ids, word label, score). A spelling
+        holds at most flashlight's 6 words (homophones, with phones): `extra`'s first, then the LM's likeliest
+        (letters spell each word apart, so only a phone model's trie counts them)."""
+        trie, homophones = Trie(len(self.units_list), self.silence), collections.Counter()
+        phones = self.tokenizer.kind == "phone"
+        for unit_ids, index, score in itertools.chain(extra, self.entries):
+            if phones:
+                homophones[key := tuple(unit_ids)] += 1
+                if homophones[key] > _TRIE_LABELS:
+                    continue
             trie.insert(unit_ids, index, score)
         trie.smear(SmearingMode.MAX)
         return trie
 
     @classmethod
-    def shared(cls, tokenizer: Tokenizer, arpa: str | Path, cfg: BeamConfig = BeamConfig()) -> "WordLM":
+    def shared(cls, tokenizer: Tokenizer, arpa: str | Path | None, cfg: BeamConfig = BeamConfig()) -> "WordLM":
         """The WordLM of these units, file (as it is now) and settings, loaded once per process: a 200k-word LM
         and its trie take seconds and hundreds of MB, so every decoder of a process that asks for the same one
         (a server worker's sessions, a second `asr.load()`) shares it. The last two loaded stay."""
-        path = Path(arpa)
-        stat = path.stat() if path.is_file() else None
-        key = (tuple(tokenizer.units()), tokenizer.word_separator(), str(path.resolve()),
-               stat and (stat.st_size, stat.st_mtime_ns), dataclasses.astuple(cfg))
+        path = None if arpa is None else Path(arpa)
+        stat = path.stat() if path is not None and path.is_file() else None
+        key = (id(tokenizer) if tokenizer.kind == "phone" else tuple(tokenizer.units()), tokenizer.word_separator(),
+               path and str(path.resolve()), stat and (stat.st_size, stat.st_mtime_ns), dataclasses.astuple(cfg))
         if key not in _SHARED:
             _SHARED[key] = cls(tokenizer, path, cfg)
             while len(_SHARED) > 2:
@@ -227,6 +259,7 @@ class BeamSearch:
         self.lm, self.offset, self.frames = lm, offset, 0
         trie, word_lm = (lm.trie, lm.lm) if biasing is None else (biasing.trie, biasing.new_lm())
         self.word_lm = word_lm  # flashlight holds it by reference only: this keeps it alive
+        self.added = biasing.added if biasing is not None else []  # hotwords new to the lexicon: labels unk + 1 on
         self.decoder = LexiconDecoder(lm.options, trie, word_lm, lm.silence, BLANK, lm.unk, [], False)
         self.decoder.decode_begin()
         self.greedy = GreedySearch(offset)  # the letters after the search's last finished word
@@ -250,8 +283,9 @@ class BeamSearch:
             return self.done
         if self.frames == 0:
             return []
-        path = self.decoder.get_best_hypothesis().tokens  # steps 0 .. L-1 = frames up to L-2
-        words = self._tokens(path)
+        best = self.decoder.get_best_hypothesis()
+        path = best.tokens  # steps 0 .. L-1 = frames up to L-2
+        words = self._tokens(path, best.words)
         after = self.offset + len(path) - 1
         return words + [t for t in self.greedy.tokens if t.frame >= after]
 
@@ -265,19 +299,26 @@ class BeamSearch:
                     self.decoder.decode_step(self.lm.end_frame.ctypes.data, 1, self.lm.end_frame.shape[1])
                 self.decoder.decode_end()
                 self.hypotheses = self.decoder.get_all_final_hypothesis()
-                self.done = self._tokens(self.hypotheses[0].tokens) if self.hypotheses else []
+                self.done = self._tokens(self.hypotheses[0].tokens, self.hypotheses[0].words) if self.hypotheses else []
         return self.done
 
     def alternatives(self, most: int = 32) -> list[tuple[float, list[Token]]]:
         """After `final`: the `most` best final hypotheses of the beam as (score, tokens), best first."""
-        return [(h.score, self._tokens(h.tokens)) for h in self.hypotheses[:most]]
+        return [(h.score, self._tokens(h.tokens, h.words)) for h in self.hypotheses[:most]]
 
-    def _tokens(self, path: list[int]) -> list[Token]:
+    def _tokens(self, path: list[int], labels: list[int] | None = None) -> list[Token]:
         """flashlight's path (a unit per step; step 0 is a boundary before frame 0) -> CTC tokens at
         their first frame, blanks and repeats removed; the appended separator frame maps to the last
-        real frame."""
+        real frame. A phone model's tokens carry the words its search put on the path's `labels` (a word
+        index per step, -1 where none), each on the last token at or before the word's step."""
         units = np.asarray(path, dtype=np.int64)
         before = np.concatenate([[BLANK], units[:-1]])
         steps = np.flatnonzero((units != BLANK) & (units != before) & (units >= 0))
         frames = self.offset + np.minimum(np.maximum(steps - 1, 0), self.frames - 1)
-        return [Token(unit, frame) for unit, frame in zip(units[steps].tolist(), frames.tolist())]
+        tokens = [Token(unit, frame) for unit, frame in zip(units[steps].tolist(), frames.tolist())]
+        if self.lm.tokenizer.kind == "phone" and labels is not None and tokens:
+            for step, label in enumerate(labels):
+                if label >= 0:
+                    word = self.lm.words.get_entry(label) if label <= self.lm.unk else self.added[label - self.lm.unk - 1]
+                    tokens[max(int(np.searchsorted(steps, step, side="right")) - 1, 0)].word = word
+        return tokens

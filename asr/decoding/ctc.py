@@ -12,6 +12,7 @@ from asr.text.tokenizer import BLANK, Tokenizer
 class Token:
     id: int
     frame: int  # encoder frame where the token was first emitted
+    word: str | None = None  # a phone model's lexicon search: the word this token ends
 
 
 @dataclass
@@ -70,7 +71,18 @@ def word_json(word: Word) -> dict:
 
 
 def word_groups(tokens: list[Token], tokenizer: Tokenizer) -> list[tuple[str, list[Token]]]:
-    """The words the tokens spell, each with its tokens (a word-start unit opens a new word)."""
+    """The words the tokens spell, each with its tokens (a word-start unit opens a new word). Phones spell no
+    words: a phone model's words are the ones its lexicon search labelled tokens with, each with the tokens up
+    to the one that ended it (the word boundary unit left out)."""
+    if tokenizer.kind == "phone":
+        found, group = [], []
+        for token in tokens:
+            if not tokenizer.word_starts[token.id]:
+                group.append(token)
+            if token.word is not None:
+                found.append((token.word, group or [token]))
+                group = []
+        return found
     groups: list[list[Token]] = []
     pieces, starts = tokenizer.piece_texts, tokenizer.word_starts
     for token in tokens:

@@ -70,7 +70,8 @@ class Decoder:
     def load(cls, tokenizer: Tokenizer, lm: str | Path | None = "bundled", cfg: BeamConfig = BeamConfig(),
              restorer: str | Restorer | None = "bundled", hotword_min_confidence: float = 0.0,
              written: bool = True) -> "Decoder":
-        """lm: an ARPA file, "bundled" for the word LM shipped with the default model, or None (greedy).
+        """lm: an ARPA file, "bundled" for the word LM shipped with the default model, or None (greedy; for a
+        phone model, whose phones spell no words, a search of its lexicon without an LM).
         restorer: "bundled" (the casing and punctuation model shipped in the package, where there is one),
         a Restorer, or None (plain upper-case finals). Raises LMError for an unusable LM file (or when
         none is bundled), RestorerError for an unusable restorer. `hotword_min_confidence`: see `finish`.
@@ -83,7 +84,9 @@ class Decoder:
             restorer = load_restorer() if bundled_restorer() is not None else None
         if not 0.0 <= hotword_min_confidence <= 1.0:
             raise ValueError(f"the hotwords' minimum confidence must be in [0, 1] (got {hotword_min_confidence})")
-        return cls(tokenizer, WordLM.shared(tokenizer, lm, cfg) if lm is not None else None, restorer=restorer,
+        # A phone model has no greedy text: without an LM it searches its lexicon, every word alike.
+        word_lm = WordLM.shared(tokenizer, lm, cfg) if lm is not None or tokenizer.kind == "phone" else None
+        return cls(tokenizer, word_lm, restorer=restorer,
                    hotword_min_confidence=hotword_min_confidence,
                    written=WrittenForm() if written and restorer is not None and written_available() else None)
 
@@ -103,7 +106,8 @@ class Decoder:
 
     @property
     def kind(self) -> str:
-        return "greedy" if self.lm is None else "beam"
+        """greedy, beam (with the word LM), or lexicon (a phone model's search without an LM)."""
+        return "greedy" if self.lm is None else "lexicon" if self.lm.path is None else "beam"
 
     def search(self, offset: int = 0) -> Search:
         """A new search for a segment that starts at encoder frame `offset`."""
@@ -132,6 +136,8 @@ class Decoder:
         return tokens, unbiased.words(tokens, frame_seconds, logprobs, offset, search.alternatives())
 
     def text(self, tokens: list[Token]) -> str:
+        if self.tokenizer.kind == "phone":  # the words the lexicon search labelled the phones with
+            return " ".join(t.word for t in tokens if t.word)
         return self.tokenizer.decode([t.id for t in tokens])
 
     def restore(self, text: str, words: list[Word] | None = None) -> str | None:

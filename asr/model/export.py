@@ -178,5 +178,5 @@ row's caches are cut at its own last real frame, so a row's results do not depen
 When no row completes an encoder frame, do not call the graph: keep the frames as leftover.
 `model.json` also holds the architecture (`config`), the model's `info` and the file names;
 `tokenizer.bin` is the tokenizer (`asr.text.tokenizer.Tokenizer.from_bytes`: a JSON header line, then
-the SentencePiece model for BPE, nothing for characters).
+the SentencePiece model for BPE, nothing for characters, the gzipped lexicon text for phones).
 """

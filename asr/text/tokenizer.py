@@ -1,9 +1,16 @@
-"""CTC output units: SentencePiece BPE (default) or characters. Id 0 is always the CTC blank.
+"""CTC output units: SentencePiece BPE (default), characters, or phones. Id 0 is always the CTC blank.
 
 A tokenizer is stored with the model as bytes (`to_bytes` / `from_bytes`), never as a pickle.
+
+Phones are the lexicon's 39 (`asr.text.lexicon.PHONES`), after the blank, <unk> and, with `word_boundary`, the
+unit "|" that ends every word. A phone tokenizer spells words through a lexicon (`with_lexicon`: its first
+pronunciation, the G2P's for a word it lacks) and needs one to encode text; its bytes hold the lexicon (gzipped
+text), so a phone model's file spells words by itself. Decoded phone ids are the phones' names ("HH AH L OW W ER
+L D"): no words; those come from the lexicon search (`asr.decoding.beam`).
 """
 from __future__ import annotations
 
+import gzip
 import io
 import json
 from functools import cached_property
@@ -11,27 +18,43 @@ from typing import Iterable
 
 import sentencepiece as spm
 
+from asr.text.lexicon import PHONES, Lexicon
+
 BLANK = 0
+KINDS = ("bpe", "char", "phone")
 _CHAR_UNITS = ["<blank>", "<unk>", "|", "'"] + [chr(c) for c in range(ord("A"), ord("Z") + 1)]
+
+
+def phone_units(word_boundary: bool) -> list[str]:
+    return ["<blank>", "<unk>"] + (["|"] if word_boundary else []) + list(PHONES)
 
 
 class Tokenizer:
     """Maps normalised text to CTC token ids (>= 1) and back."""
 
-    def __init__(self, kind: str, sp_model: bytes | None = None):
-        if kind not in ("bpe", "char"):
-            raise ValueError(f"tokenizer kind={kind!r} must be 'bpe' or 'char'")
+    def __init__(self, kind: str, sp_model: bytes | None = None, word_boundary: bool = True):
+        if kind not in KINDS:
+            raise ValueError(f"tokenizer kind={kind!r} must be one of {', '.join(map(repr, KINDS))}")
         self.kind = kind
         self.sp: spm.SentencePieceProcessor | None = None
         self._sp_bytes = sp_model
         if kind == "bpe":
             self.sp = spm.SentencePieceProcessor(model_proto=sp_model)
+        self.word_boundary = word_boundary if kind == "phone" else kind == "char"
+        self.lexicon: Lexicon | None = None  # phones: how words are spelled (stored in the bytes)
+        self._units = phone_units(word_boundary) if kind == "phone" else _CHAR_UNITS
+
+    def with_lexicon(self, lexicon: Lexicon) -> "Tokenizer":
+        """This tokenizer spelling words through `lexicon` (phones; other kinds ignore it). Returns self."""
+        self.lexicon = lexicon
+        return self
 
     @classmethod
-    def train(cls, texts: Iterable[str], kind: str = "bpe", vocab_size: int = 256) -> "Tokenizer":
-        """Learn the units from normalised training text."""
-        if kind == "char":
-            return cls("char")
+    def train(cls, texts: Iterable[str], kind: str = "bpe", vocab_size: int = 256,
+              word_boundary: bool = True) -> "Tokenizer":
+        """Learn the units from normalised training text (characters and phones have fixed units)."""
+        if kind in ("char", "phone"):
+            return cls(kind, word_boundary=word_boundary)
         model = io.BytesIO()
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(list(texts)), model_writer=model, vocab_size=vocab_size, model_type="bpe",
@@ -41,41 +64,62 @@ class Tokenizer:
 
     @property
     def vocab_size(self) -> int:
-        return self.sp.get_piece_size() if self.sp else len(_CHAR_UNITS)
+        return self.sp.get_piece_size() if self.sp else len(self._units)
+
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        return {unit: i for i, unit in enumerate(self._units)}
 
     def encode(self, text: str) -> list[int]:
         if self.sp:
             return self.sp.encode(text)
-        index = {unit: i for i, unit in enumerate(_CHAR_UNITS)}
-        return [index.get(ch, 1) for ch in text.replace(" ", "|")]
+        if self.kind == "phone":
+            units = [unit for word in text.split() for unit in self.spell(word)]
+            return [self._index[u] for u in (units[:-1] if self.word_boundary and units else units)]
+        return [self._index.get(ch, 1) for ch in text.replace(" ", "|")]
 
     def decode(self, ids: Iterable[int]) -> str:
         ids = [i for i in ids if i != BLANK]
         if self.sp:
             return self.sp.decode(ids)
+        if self.kind == "phone":  # the phones' names: a phone model's words come from the lexicon search
+            return " ".join(self._units[i] for i in ids if i > 1 and self._units[i] != "|")
         return " ".join("".join(_CHAR_UNITS[i] for i in ids if i > 1).replace("|", " ").split())
 
     def units(self) -> list[str]:
         """The name of every output unit, by id (id 0 is the blank)."""
         if self.sp:
             return [self.sp.id_to_piece(i) for i in range(self.vocab_size)]
-        return list(_CHAR_UNITS)
+        return list(self._units)
 
     def word_separator(self) -> str | None:
-        """The unit between words (characters), or None when units mark word starts themselves (BPE)."""
-        return None if self.sp else "|"
+        """The unit that ends words (characters; phones with a word boundary), or None (BPE, phones without)."""
+        return "|" if self.word_boundary else None
 
     def spell(self, word: str) -> list[str]:
-        """A normalised word as unit names, as CTC should emit it (letters end with the separator)."""
+        """A normalised word as unit names, as CTC should emit it (letters end with the separator). Phones:
+        the word's first pronunciation (the lexicon's, else its G2P's; <unk> where neither has one)."""
         if self.sp:
             return self.sp.encode(word, out_type=str)
+        if self.kind == "phone":
+            spellings = self.pronunciations(word)
+            return spellings[0] if spellings else ["<unk>"] + (["|"] if self.word_boundary else [])
         return [ch if ch in _CHAR_UNITS else "<unk>" for ch in word] + ["|"]
+
+    def pronunciations(self, word: str) -> list[list[str]]:
+        """Every spelling of a normalised word in units: characters and BPE have one (`spell`); phones one a
+        pronunciation (then the boundary unit, if any), none where neither the lexicon nor its G2P has one."""
+        if self.kind != "phone":
+            return [self.spell(word)]
+        if self.lexicon is None:
+            raise ValueError("a phone tokenizer needs a lexicon to spell words (Tokenizer.with_lexicon)")
+        return [list(p) + (["|"] if self.word_boundary else []) for p in self.lexicon.pronunciations(word)]
 
     def starts_word(self, token: int) -> bool:
         """True when `token` begins a new word (used for word timestamps)."""
         if self.sp:
             return self.sp.id_to_piece(token).startswith("\u2581")
-        return _CHAR_UNITS[token] == "|"
+        return self._units[token] == "|"
 
     @cached_property
     def piece_texts(self) -> tuple[str, ...]:
@@ -88,10 +132,22 @@ class Tokenizer:
         return tuple(self.starts_word(i) for i in range(self.vocab_size))
 
     def to_bytes(self) -> bytes:
-        header = json.dumps({"kind": self.kind}).encode() + b"\n"
-        return header + (self._sp_bytes or b"")
+        """A JSON header line, then the SentencePiece model (BPE) or the lexicon's text, gzipped (phones)."""
+        if self.kind != "phone":
+            return json.dumps({"kind": self.kind}).encode() + b"\n" + (self._sp_bytes or b"")
+        header = json.dumps({"kind": self.kind, "word_boundary": self.word_boundary}).encode() + b"\n"
+        return header + (gzip.compress(self.lexicon.to_text().encode(), mtime=0) if self.lexicon else b"")
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Tokenizer":
+        """The tokenizer `to_bytes` wrote. A phone tokenizer gets its lexicon back, with the bundled G2P (where this
+        installation has one) for words outside it."""
         header, _, body = data.partition(b"\n")
-        return cls(json.loads(header)["kind"], body or None)
+        fields = json.loads(header)
+        if fields["kind"] != "phone":
+            return cls(fields["kind"], body or None)
+        tokenizer = cls("phone", word_boundary=fields.get("word_boundary", True))
+        if body:
+            from asr.text.g2p import bundled_g2p  # noqa: PLC0415 (phone models only)
+            tokenizer.with_lexicon(Lexicon.from_text(gzip.decompress(body).decode(), "the model's lexicon", bundled_g2p()))
+        return tokenizer

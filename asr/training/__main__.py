@@ -15,6 +15,8 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from asr.corpus.manifest import ManifestError  # noqa: E402
+from asr.text.g2p import G2PError  # noqa: E402
+from asr.text.lexicon import LexiconError  # noqa: E402
 from asr.training.train import train  # noqa: E402
 
 
@@ -22,8 +24,8 @@ from asr.training.train import train  # noqa: E402
 def main(cfg: DictConfig) -> None:
     try:
         train(cfg)
-    except ManifestError as err:  # a missing manifest, a broken line, unreadable audio: one line, no traceback
-        sys.exit(f"asr.training: error: {err}")
+    except (ManifestError, LexiconError, G2PError) as err:  # a missing manifest, a broken line, unreadable audio,
+        sys.exit(f"asr.training: error: {err}")             # a phone model's missing lexicon: one line, no traceback
 
 
 main()

@@ -270,9 +270,10 @@ def write_state(state_dir: Path, work: Path, period: dict, row: dict) -> None:
         "kokoro_slices": slices, "layers": encoder.cfg.n_layers, "candidate_carried": candidate_carried})
 
 
-def score_sets(data_root: Path, check_sets: Path) -> dict[str, tuple[list[str], str]]:
+def score_sets(data_root: Path, check_sets: Path, kathleen: Path | None = None) -> dict[str, tuple[list[str], str]]:
     """Progress-row column -> (asr.evaluate arguments that select its set, decoding). A data root without
-    LibriSpeech's dev-clean-2 (one laid out before it came) scores the other sets."""
+    LibriSpeech's dev-clean-2 (one laid out before it came) scores the other sets; `kathleen` (a manifest split by
+    recipes/phones/kathleen.py) adds her held-out prompts, with the search."""
     dev = ["--manifest", str(data_root / "speechocean762" / "dev.jsonl")]
     libri = data_root / "librispeech" / "dev-clean-2.jsonl"
     libri_dev = {"libri_dev_greedy": (["--manifest", str(libri)], "greedy"),
@@ -280,7 +281,8 @@ def score_sets(data_root: Path, check_sets: Path) -> dict[str, tuple[list[str], 
     return {"dev_greedy": (dev, "greedy"), "dev_beam": (dev, "beam"), **libri_dev,
             "fsdd_beam": (["--manifest", str(data_root / "fsdd" / "fsdd.jsonl"), "--split", "test"], "beam"),
             "synthetic_check_beam": (["--manifest", str(check_sets / "check.jsonl")], "beam"),
-            "kokoro_check_beam": (["--manifest", str(check_sets / "check_kokoro_en.jsonl")], "beam")}
+            "kokoro_check_beam": (["--manifest", str(check_sets / "check_kokoro_en.jsonl")], "beam"),
+            **({"kathleen_test_beam": (["--manifest", str(kathleen), "--split", "test"], "beam")} if kathleen else {})}
 
 
 def cpuinfo(field: str) -> str | None:

@@ -46,8 +46,11 @@ class TrainerConfig:
 
 @dataclass
 class TokenizerConfig:
-    kind: str = "bpe"  # bpe | char
-    vocab_size: int = 256
+    kind: str = "bpe"  # bpe | char | phone (the 39 ARPAbet phones; val_wer is then the phone error rate)
+    vocab_size: int = 256  # bpe only
+    word_boundary: bool = True  # phone only: a unit "|" ends each word (false: phones alone)
+    lexicon: str = "data/lexicon/cmudict.txt"  # phone only: pronunciations (python -m asr.training.lexicon)
+    g2p: str | None = None  # phone only: the G2P for words outside the lexicon (None: the bundled one)
 
 
 @dataclass

@@ -22,9 +22,11 @@ from omegaconf import OmegaConf
 
 from asr.model.config import EncoderConfig
 from asr.model.loader import average_weights, load_model, save_model
+from asr.text.g2p import load_g2p
+from asr.text.lexicon import Lexicon
 from asr.text.normalize import normalize
 from asr.text.tokenizer import Tokenizer
-from asr.training.config import OptimConfig, TrainConfig, register_configs
+from asr.training.config import OptimConfig, TokenizerConfig, TrainConfig, register_configs
 from asr.training.data import SpeechDataset, load_sources
 from asr.training.datamodule import SpeechDataModule
 from asr.training.distill import enabled as distill_enabled
@@ -75,7 +77,8 @@ def new_module(cfg: TrainConfig, train_utts: list, body: str | None = None) -> C
     the same name and shape taken from it (`take_matching`); CMVN estimated from the training audio unless
     the body gave it."""
     texts = sorted({normalize(u.text) for u in train_utts})
-    tokenizer = Tokenizer.train(texts, cfg.tokenizer.kind, cfg.tokenizer.vocab_size)
+    tokenizer = Tokenizer.train(texts, cfg.tokenizer.kind, cfg.tokenizer.vocab_size, cfg.tokenizer.word_boundary)
+    attach_lexicon(tokenizer, cfg.tokenizer)
     model_cfg = EncoderConfig(**{**OmegaConf.to_container(OmegaConf.structured(cfg.model)),
                                  "vocab_size": tokenizer.vocab_size})
     model_cfg = model_cfg.with_chunk(model_cfg.chunk, max(cfg.chunks, default=0))
@@ -88,6 +91,16 @@ def new_module(cfg: TrainConfig, train_utts: list, body: str | None = None) -> C
         mean, std = estimate_cmvn(dataset, cfg.cmvn_utterances, cfg.seed)
         module.encoder.cmvn.set_stats(mean, std)
     return module
+
+
+def attach_lexicon(tokenizer: Tokenizer, cfg: TokenizerConfig) -> Tokenizer:
+    """A phone tokenizer spelling through `cfg.lexicon`, with the G2P (`cfg.g2p`, else the bundled one) for words
+    outside it; other kinds unchanged."""
+    if tokenizer.kind == "phone" and tokenizer.lexicon is None:
+        lexicon = Lexicon.load(cfg.lexicon, g2p=load_g2p(cfg.g2p))
+        log.info("phones: %d words in %s, word boundary %s", len(lexicon), cfg.lexicon, tokenizer.word_boundary)
+        tokenizer.with_lexicon(lexicon)
+    return tokenizer
 
 
 def take_matching(encoder: torch.nn.Module, path: str | Path) -> set[str]:
@@ -220,6 +233,7 @@ def train(cfg: TrainConfig, extra_callbacks: list[L.Callback] = ()) -> Path:
                         callbacks=callbacks, use_distributed_sampler=False)
     # The ranks are known once the Trainer exists (from the launcher's environment).
     module = initial_module(cfg, run_dir / "initial.safetensors", trainer.is_global_zero)
+    attach_lexicon(module.tokenizer, cfg.tokenizer)  # phones: the targets are spelled through the lexicon
     for name, parameter in module.encoder.named_parameters():
         if name.startswith(tuple(cfg.freeze)):
             parameter.requires_grad_(False)  # AdamW skips a parameter without a gradient

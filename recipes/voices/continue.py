@@ -100,7 +100,7 @@ def score(a: argparse.Namespace, model: Path, out: Path) -> dict[str, float]:
     """WER (%) of `model` on each progress-row set, a.jobs asr.evaluate processes at a time (each on one
     thread); their report files go to `out`, and a rerun keeps the ones already written."""
     out.mkdir(parents=True, exist_ok=True)
-    sets = carry.score_sets(a.data_root, a.check_sets)
+    sets = carry.score_sets(a.data_root, a.check_sets, a.kathleen)
     limit = ["--limit", str(a.score_limit)] if a.score_limit else []
     lm = ["--lm", str(a.lm)] if a.lm else []
     commands = [[sys.executable, "-m", "asr.evaluate", *args, *limit, "--model", str(model), f"--{decoding}",
@@ -179,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--synthetic", type=Path, default=ROOT / "data" / "synthetic")
     p.add_argument("--variants-dir", type=Path, default=ROOT / "data" / "variants")
     p.add_argument("--check-sets", type=Path, default=ROOT / "benchmarks" / "check_sets")
+    p.add_argument("--kathleen", type=Path, metavar="MANIFEST",
+                   help="also score Kathleen's held-out prompts (data/kathleen/kathleen.jsonl: recipes/phones/kathleen.py)")
     p.add_argument("--progress", type=Path, default=ROOT / "benchmarks" / "training_progress.jsonl")
     p.add_argument("--skip-data", action="store_true", help="use the corpora already on disk (tests)")
     p.add_argument("--shared-base", action="store_true",

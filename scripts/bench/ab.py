@@ -1,9 +1,11 @@
 """The A/Bs of carried runs: one table and one curve from the arms' progress rows.
 
-    python scripts/bench/ab.py [--ab ab|native] [--benchmarks benchmarks]
+    python scripts/bench/ab.py [--ab ab|native|phones] [--benchmarks benchmarks]
 
 `--ab ab` is the A/B of starting points and lookahead (issue #44, 2026-11-29; recipes/voices/README.md),
-`--ab native` the one of native speech and a full-context teacher (recipes/native/README.md). Each arm is a
+`--ab native` the one of native speech and a full-context teacher (recipes/native/README.md), `--ab phones` the
+one of phone units spelled through a lexicon (recipes/phones/README.md; a phone arm's greedy column is its search
+without an LM). Each arm is a
 carried run of recipes/voices/continue.py whose periods append a row to its own JSON Lines file; arms that fork
 a run start from that run's row of the forked period. Writes the table between the markers in
 benchmarks/<ab>/README.md and the curve benchmarks/<ab>/curve.png: each arm's WER against its compute since
@@ -85,6 +87,17 @@ ABS = {
          ("libri_dev_beam", "LS dev beam + LM"), ("kokoro_check_beam", "Kokoro check"),
          ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test")],
         [SPEECHOCEAN_DEV, ("libri_dev_beam", "libri_dev_greedy", "LibriSpeech dev-clean-2")]),
+    "phones": AB("phones", "Phones and a pronunciation lexicon", "the shipped model: the native arm a", "native/a.jsonl",
+                 15, "phones/a_reference.json", [
+        Arm("a", "the shipped character model continued (the reference)", "phones/a.jsonl", False,
+            "recipes/phones/a/state", 0.902),
+        Arm("b", "the shipped encoder, a new phone layer (alone first, then everything)", "phones/b.jsonl", False,
+            "recipes/phones/b/state", 0.902),
+        Arm("c", "phones from scratch at the shipped shapes", "phones/c.jsonl", False, "recipes/phones/c/state", 0.902)],
+        [("dev_greedy", "dev greedy"), ("dev_beam", "dev beam + LM"), ("libri_dev_greedy", "LS dev greedy"),
+         ("libri_dev_beam", "LS dev beam + LM"), ("kathleen_test_beam", "Kathleen held out"),
+         ("kokoro_check_beam", "Kokoro check"), ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test")],
+        [("libri_dev_beam", "libri_dev_greedy", "LibriSpeech dev-clean-2"), SPEECHOCEAN_DEV]),
 }
 COST_COLUMNS = [("chunk_p95_ms", "chunk p95 ms", 1), ("rtf", "RTF", 3), ("onnx_mb", "ONNX MB", 1),
                 ("peak_rss_mb", "RSS MB", 0)]
@@ -254,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmarks", type=Path, default=ROOT / "benchmarks")
     parser.add_argument("--ab", choices=ABS, default="ab", help="which A/B (ab: starting points and lookahead, "
-                                                                 "2026-11-29; native: native speech and a teacher)")
+                                                                 "2026-11-29; native: native speech and a teacher; "
+                                                                 "phones: phone units and a lexicon)")
     parser.add_argument("--cost", action="store_true", help="measure each arm's model first (cost.json)")
     parser.add_argument("--manifest", type=Path, default=DEV, help="the utterances --cost streams")
     parser.add_argument("--limit", type=int, default=100, help="how many of them")
