@@ -335,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
                                 ("8d. The streaming server with two uploads running beside it", "serve_uploads"),
                                 ("9. Transcription under CPU load", "load"), ("10. Casing and punctuation", "restorer"),
                                 ("11. Hotwords", "hotwords"), ("12. Batched transcription", "batched"))]
+        if (args.out / "lm.md").is_file():  # scripts/bench/lm.py's, run on its own (it compares two LMs)
+            results["sections"].append(("13. What the word LM costs", _body((args.out / "lm.md").read_text())))
     results["targets"] = targets(results)
     results["meta"] = {"command": "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
                        "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),

@@ -2,14 +2,15 @@
 
     python scripts/bench/lm.py --lm asr/pretrained/default.arpa.gz \
         --baseline old/default.arpa --baseline-args '--lexicon-words 20000 --beam-size 128 --lm-weight 1.5 --word-score 0' \
-        [--lm-args '...'] [--limit 30] [--runs 3] [--out benchmarks/lm_costs.json]
+        [--lm-args '...'] [--limit 30] [--runs 3] [--out benchmarks/] [--name lm]
 
 For each: the file's size; the time from starting `python -m asr.transcribe --backend onnx` on a 5.5 s file (the
 two shipped examples) to its first line of text, the median of --runs runs; the peak RSS of the same command on a
 33 s file (the examples six times over, with pauses); and the compute per 500 ms chunk (model step, search and
 partial, one thread, p50 and p95) streaming the first --limit dev-clean-2 utterances as asr.stream does, in a
 process that cannot import torch. The server's knee (streams at p95 < 250 ms) is scripts/bench/serve.py's, run
-with --server-args '--lm NEW ...' --baseline '--lm OLD ...'. Writes --out (JSON) and prints a markdown table.
+with --server-args '--lm NEW ...' --baseline '--lm OLD ...'. Writes OUT/NAME.md (a table) and OUT/NAME.json;
+refuses to write into benchmarks/ on a busy machine (bench/quiet.py).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import soundfile as sf
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ folder: `bench` package
 
 from bench import peak  # noqa: E402
-from bench.quiet import load_now, machine  # noqa: E402
+from bench.quiet import machine, parse_guarded, write_page  # noqa: E402
 from bench.server_process import ROOT  # noqa: E402
 
 EXAMPLES = sorted((ROOT / "asr" / "examples").glob("*.flac"))
@@ -117,25 +118,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline-args", default="")
     p.add_argument("--limit", type=int, default=30)
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--out", type=Path)
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--name", default="lm")
     p.add_argument("--chunk-worker", help=argparse.SUPPRESS)
     p.add_argument("--json", type=Path, help=argparse.SUPPRESS)
-    a = p.parse_args(argv)
+    a = p.parse_args(argv) if "--chunk-worker" in (argv or sys.argv) else parse_guarded(p, argv, "bench.lm")
     if a.chunk_worker:
         a.json.write_text(json.dumps(chunk_worker(a.chunk_worker, shlex.split(a.lm_args), a.limit)))
         return 0
-    rows = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_at_start": load_now(), "machine": machine()}
-    for name, lm, args in [("lm", a.lm, a.lm_args), ("baseline", a.baseline, a.baseline_args)]:
+    rows = {"date": time.strftime("%Y-%m-%d %H:%M"), "load_at_start": a.load, "machine": machine()}
+    for name, lm, args in [("baseline", a.baseline, a.baseline_args), ("lm", a.lm, a.lm_args)]:
         if lm is not None:
             rows[name] = measure(lm, shlex.split(args), a.limit, a.runs)
             print(json.dumps(rows[name]), flush=True)
-    columns = ["lm_mb", "first_text_s", "peak_rss_mb", "lm_load_s", "chunk_p50_ms", "chunk_p95_ms"]
-    print("| LM | " + " | ".join(columns) + " |\n|---|" + "---:|" * len(columns))
+    columns = [("lm_mb", "file MB"), ("first_text_s", "start -> first text, s"), ("peak_rss_mb", "peak RSS MB"),
+               ("lm_load_s", "LM load, s"), ("chunk_p50_ms", "chunk p50 ms"), ("chunk_p95_ms", "chunk p95 ms")]
+    lines = [f"# What the word LM costs ({rows['date']})", "",
+             f"`python scripts/bench/lm.py {shlex.join(argv if argv is not None else sys.argv[1:])}` on {rows['machine']}"
+             f" (1-minute load {rows['load_at_start']} at the start). asr.transcribe --backend onnx (no torch): the time"
+             " to its first line on a 5.5 s file (median of the runs) and its peak RSS on a 33 s file; the compute per"
+             f" 500 ms chunk (model step + search + partial, one thread) over the first {a.limit} dev-clean-2 utterances.",
+             "", "| LM | search options | " + " | ".join(title for _, title in columns) + " |",
+             "|---|---|" + "---:|" * len(columns)]
     for name in ("baseline", "lm"):
         if name in rows:
-            print(f"| {rows[name]['lm']} | " + " | ".join(str(rows[name][c]) for c in columns) + " |")
-    if a.out:
-        a.out.write_text(json.dumps(rows, indent=1) + "\n")
+            row = rows[name]
+            lines.append(f"| `{Path(row['lm']).name}` | `{shlex.join(row['args']) or 'the defaults'}` | "
+                         + " | ".join(str(row[c]) for c, _ in columns) + " |")
+    write_page(a.out, a.name, lines + [""])
+    (a.out / f"{a.name}.json").write_text(json.dumps(rows, indent=1) + "\n")
     return 0
 
 
