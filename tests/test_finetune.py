@@ -172,7 +172,7 @@ def test_a_run_stopped_with_ctrl_c_resumes_and_gives_a_model_folder_every_tool_t
     trained = json.loads((out / "run" / "trained.json").read_text())
     planned = int(second.stderr.split(" steps (Ctrl-C")[0].rsplit(" ", 1)[1])
     assert trained["steps"] == planned > stopped["global_step"]  # it went on from the saved step to the end
-    for name in ("model.safetensors", "onnx/model.json", "onnx/encoder.int8.onnx", "lm.arpa", "MODEL_CARD.md",
+    for name in ("model.safetensors", "onnx/model.json", "onnx/encoder.int8.onnx", "lm.arpa.gz", "MODEL_CARD.md",
                  "config.yaml", "finetune.json"):
         assert (out / name).is_file(), name
     assert not (out / "run" / "checkpoints").exists()  # done: the checkpoints are dropped
@@ -186,7 +186,7 @@ def test_a_run_stopped_with_ctrl_c_resumes_and_gives_a_model_folder_every_tool_t
     assert OmegaConf.load(out / "config.yaml").freeze == ["subsampling."]  # the front end did not train
 
     model = asr.load(out)
-    assert model.decoder.lm.path == out / "lm.arpa"
+    assert model.decoder.lm.path == out / "lm.arpa.gz"
     assert all(model.decoder.lm.words.contains(w.upper()) for w in WORDS)  # the data's words are possible outputs
     capsys.readouterr()
     assert transcribe.main(["--model", str(out), "--plain", str(speech_wav)]) == 0

@@ -3,8 +3,8 @@
     DIR/model.safetensors   the weights, config, tokenizer and CMVN (`asr.model.loader`; the torch backend)
     DIR/onnx/               its ONNX export (`python -m asr.export`; the onnx backend, the default where
                             onnxruntime is installed)
-    DIR/lm.arpa             its word LM: the beam search's default for this model, as the bundled LM is
-                            for the bundled model
+    DIR/lm.arpa.gz          its word LM (gzip-compressed ARPA; a folder of before 2026-12-03 has lm.arpa): the
+                            beam search's default for this model, as the bundled LM is for the bundled model
     DIR/MODEL_CARD.md       what it was trained on and how it scored (`python -m asr.finetune` writes all of these)
 
 Only the weights or the export need be there: a training run folder (`run_dir`, which holds
@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-WEIGHTS, ONNX, LM, CARD = "model.safetensors", "onnx", "lm.arpa", "MODEL_CARD.md"
+WEIGHTS, ONNX, LM, CARD = "model.safetensors", "onnx", "lm.arpa.gz", "MODEL_CARD.md"
+OLD_LM = "lm.arpa"  # a folder's LM before it was compressed (a 200k-word LM is 120 MB as plain text)
 
 
 @dataclass(frozen=True)
@@ -36,8 +37,7 @@ class ModelFolder:
 
     @property
     def lm(self) -> Path | None:
-        path = self.root / LM
-        return path if path.is_file() else None
+        return next((self.root / name for name in (LM, OLD_LM) if (self.root / name).is_file()), None)
 
 
 def model_folder(path: str | Path | None) -> ModelFolder | None:
