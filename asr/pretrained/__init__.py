@@ -19,3 +19,16 @@ def default_model_path() -> Path | None:
 def default_lm_path() -> Path | None:
     """The word LM bundled with the default model (gzip-compressed ARPA: recipes/lm/build.py)."""
     return bundled("default.arpa.gz")
+
+
+def file_or_bundled(path: str | Path | None, name: str, error: type[Exception], what: str) -> Path:
+    """`path`, or where it is None the bundled file `name`; `error` with a one-line reason where the file is not
+    there (`what` names the kind of file: "G2P", "restorer")."""
+    if path is None:
+        path = bundled(name)
+        if path is None:
+            raise error(f"no {name} is bundled in this installation")
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: no such {what} file")
+    return path

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asr.pretrained import bundled
+from asr.pretrained import bundled, file_or_bundled
 
 FORMAT = "asr-g2p-v1"
 FILE = "g2p.safetensors"
@@ -133,13 +133,7 @@ def bundled_g2p() -> G2P | None:
 
 def load_g2p(path: str | Path | None = None) -> G2P:
     """The G2P at `path` (None: the bundled one); G2PError naming the file where it cannot be used."""
-    if path is None:
-        path = bundled(FILE)
-        if path is None:
-            raise G2PError(f"no {FILE} is bundled in this installation")
-    path = Path(path)
-    if not path.is_file():
-        raise G2PError(f"{path}: no such G2P file")
+    path = file_or_bundled(path, FILE, G2PError, "G2P")
     weights, meta = read_safetensors(path)
     if meta.get("format") != FORMAT:
         raise G2PError(f"{path}: not an asr G2P (format {meta.get('format')!r}, expected {FORMAT!r})")

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from asr.model.errors import installed, needs_train_extra
-from asr.pretrained import bundled
+from asr.pretrained import bundled, file_or_bundled
 from asr.text.restore.format import FORMATS, UNKNOWN, RestorerError
 from asr.text.restore.labels import pause_ids, render
 
@@ -106,13 +106,7 @@ def load_restorer(backend: str | None = None, path: str | Path | None = None, th
     backend = backend or default_backend()
     if backend not in FILES:
         raise ValueError(f"restorer backend must be one of {sorted(FILES)} (got {backend!r})")
-    if path is None:
-        path = bundled_restorer(backend)
-        if path is None:
-            raise RestorerError(f"no {FILES[backend]} is bundled in this installation")
-    path = Path(path)
-    if not path.is_file():
-        raise RestorerError(f"{path}: no such restorer file")
+    path = file_or_bundled(path, FILES[backend], RestorerError, "restorer")
     try:
         vocab, run, uses_pauses = (_torch_run if backend == "torch" else _onnx_run)(path, threads)
     except ModuleNotFoundError as err:
