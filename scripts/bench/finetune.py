@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     start_lm = folder_lm(args.model) or default_lm_path()
     general = {"starting model" if args.model else "shipped": general_scores(args.model, sets, start_lm, args.threads)}
     for name, case in cases.items():
-        general[f"after {name}"] = general_scores(case["model"], sets, Path(case["model"]) / "lm.arpa", args.threads)
+        general[f"after {name}"] = general_scores(case["model"], sets, folder_lm(case["model"]), args.threads)
     meta = {"date": datetime.date.today().isoformat(), "machine": machine, "load": load,
             "argv": " ".join(argv if argv is not None else sys.argv[1:]), "minutes": args.minutes,
             "threads": args.threads, "general": ", ".join(f"{name} {len(utts)} utterances" for name, utts in sets.items())}
