@@ -67,6 +67,20 @@ def peak_rss_mb(audio: Path, args: list[str], folder: Path) -> float:
     return peak.read_mb(report)
 
 
+def mix_s(lm: Path, folder: Path) -> float:
+    """Seconds of `python -m asr.training.lm_mix` mixing a trigram of 200 sentences into `lm`, as asr.finetune does
+    with a user's transcripts (its output compressed, as a model folder's lm.arpa.gz)."""
+    text = folder / "user.txt"
+    rows = (DEV.parent.parent / "speechocean762" / "train.jsonl").read_text().splitlines()[:200]
+    text.write_text("".join(json.loads(row)["text"] + "\n" for row in rows))
+    subprocess.run([sys.executable, "-m", "asr.training.lm", str(text), "--out", str(folder / "user.arpa")], cwd=ROOT,
+                   check=True, stderr=subprocess.DEVNULL)
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "asr.training.lm_mix", str(folder / "user.arpa"), str(lm), "--weight", "0.1",
+                    "--out", str(folder / "mixed.arpa.gz")], cwd=ROOT, check=True, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - began
+
+
 def chunk_worker(lm: str, args: list[str], limit: int) -> dict:
     """Stream the first `limit` dev utterances through the bundled ONNX export with `lm` (500 ms chunks, one thread),
     in this process, which must not import torch."""
@@ -106,7 +120,8 @@ def measure(lm: Path, args: list[str], limit: int, runs: int) -> dict:
         subprocess.run([sys.executable, __file__, "--chunk-worker", str(lm), "--lm-args", shlex.join(args),
                         "--limit", str(limit), "--json", str(out)], cwd=ROOT, check=True)
         chunks = json.loads(out.read_text())
-    return {"lm": str(lm), "args": args, "lm_mb": round(lm.stat().st_size / 1e6, 1), "first_text_s": round(first, 2),
+        mix = mix_s(lm, folder)
+    return {"finetune_mix_s": round(mix, 1), "lm": str(lm), "args": args, "lm_mb": round(lm.stat().st_size / 1e6, 1), "first_text_s": round(first, 2),
             "peak_rss_mb": round(rss), **{k: round(v, 2) for k, v in chunks.items()}}
 
 
@@ -132,12 +147,14 @@ def main(argv: list[str] | None = None) -> int:
             rows[name] = measure(lm, shlex.split(args), a.limit, a.runs)
             print(json.dumps(rows[name]), flush=True)
     columns = [("lm_mb", "file MB"), ("first_text_s", "start -> first text, s"), ("peak_rss_mb", "peak RSS MB"),
-               ("lm_load_s", "LM load, s"), ("chunk_p50_ms", "chunk p50 ms"), ("chunk_p95_ms", "chunk p95 ms")]
+               ("lm_load_s", "LM load, s"), ("chunk_p50_ms", "chunk p50 ms"), ("chunk_p95_ms", "chunk p95 ms"),
+               ("finetune_mix_s", "a user's text mixed in, s")]
     lines = [f"# What the word LM costs ({rows['date']})", "",
              f"`python scripts/bench/lm.py {shlex.join(argv if argv is not None else sys.argv[1:])}` on {rows['machine']}"
              f" (1-minute load {rows['load_at_start']} at the start). asr.transcribe --backend onnx (no torch): the time"
              " to its first line on a 5.5 s file (median of the runs) and its peak RSS on a 33 s file; the compute per"
-             f" 500 ms chunk (model step + search + partial, one thread) over the first {a.limit} dev-clean-2 utterances.",
+             f" 500 ms chunk (model step + search + partial, one thread) over the first {a.limit} dev-clean-2 utterances;"
+             " the time asr.training.lm_mix takes to mix a trigram of 200 sentences into it, as asr.finetune does.",
              "", "| LM | search options | " + " | ".join(title for _, title in columns) + " |",
              "|---|---|" + "---:|" * len(columns)]
     for name in ("baseline", "lm"):
