@@ -24,6 +24,7 @@ from asr.model.config import EncoderConfig
 from asr.model.loader import average_weights, load_model, save_model
 from asr.text.normalize import normalize
 from asr.text.tokenizer import Tokenizer
+from asr.training.anchor import enabled as anchor_enabled
 from asr.training.config import OptimConfig, TrainConfig, register_configs
 from asr.training.data import SpeechDataset, load_sources
 from asr.training.datamodule import SpeechDataModule
@@ -226,6 +227,8 @@ def train(cfg: TrainConfig, extra_callbacks: list[L.Callback] = ()) -> Path:
         L.seed_everything(cfg.seed + trainer.global_rank, workers=True)
     if distill_enabled(cfg.distill):
         module.attach_distill(cfg.distill)
+    if anchor_enabled(cfg.anchor):  # after freezing (L2-SP holds the trainable weights), before a resume loads
+        module.attach_anchor(cfg.anchor)
     module.set_chunk_choices(cfg.chunks)
     if trainer.is_global_zero:
         OmegaConf.save(cfg, run_dir / "config.yaml")
