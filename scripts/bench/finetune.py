@@ -143,17 +143,21 @@ def report(cases: dict, general: dict, meta: dict) -> str:
     lines = ["# Fine-tuning on your own recordings (`python -m asr.finetune`)", "",
              f"Measured {meta['date']} on {meta['machine']} (1-minute load {meta['load']} at the start) by "
              f"`python scripts/bench/finetune.py {meta['argv']}`: {meta['minutes']:g} minutes of training a case, "
-             f"--threads {meta['threads']}, the recipe's defaults otherwise (docs/finetune.md).", "",
+             f"--threads {meta['threads']}, the recipe's defaults otherwise (docs/finetune.md)"
+             + (f"; asr.finetune run from {meta['outside']}, outside the checkout, with its default replay root."
+                if meta.get("outside") else "."), "",
              "## On the held-out split", "",
              "| case | fine-tuned on | tested on | training min | whole command min | steps | audio seen (h) | "
-             "greedy WER before → after | beam WER before → after |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             "greedy WER before → after | beam WER before → after | guard |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for name, case in cases.items():
         split, run = case["split"], case["training"]
         lines.append(f"| {name} | {split['train_utterances']} utts, {split['train_minutes']:.1f} min | "
                      f"{split['test_utterances']} utts, {split['test_minutes']:.1f} min | {run['minutes']:.1f} | "
                      f"{case['wall_minutes']:.1f} | {run['steps']} | {run['audio_hours']:.2f} | "
                      f"{arrow(case['before']['greedy']['wer'], case['after']['greedy']['wer'])} | "
-                     f"{arrow(case['before']['beam']['wer'], case['after']['beam']['wer'])} |")
+                     f"{arrow(case['before']['beam']['wer'], case['after']['beam']['wer'])} | "
+                     f"{case['training'].get('guard', 'replay')} |")
     timed = {name: case["measured_on"] for name, case in cases.items() if "measured_on" in case}
     if timed:  # a case reused from an earlier run keeps the minutes (and the machine) of the run that trained it
         lines += ["", "Minutes measured as each case trained: " + "; ".join(
@@ -212,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                                                   keep / f"{name.split()[0]}.json")
     meta = {"date": datetime.date.today().isoformat(), "machine": machine, "load": load,
             "argv": " ".join(argv if argv is not None else sys.argv[1:]), "minutes": args.minutes,
-            "threads": args.threads, "general": ", ".join(f"{name} {len(utts)} utterances" for name, utts in sets.items())}
+            "threads": args.threads, "outside": str(args.outside) if args.outside else None, "general": ", ".join(f"{name} {len(utts)} utterances" for name, utts in sets.items())}
     out.mkdir(parents=True, exist_ok=True)
     (out / "finetune.json").write_text(json.dumps({"meta": meta, "cases": cases, "general": general}, indent=1) + "\n")
     (out / "finetune.md").write_text(report(cases, general, meta))
