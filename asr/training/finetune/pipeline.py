@@ -198,10 +198,9 @@ def training_record(out: Path, args: argparse.Namespace) -> dict:
     cfg = OmegaConf.load(run_dir / "config.yaml")
     frozen_blocks = sum(prefix.startswith("blocks.") for prefix in cfg.freeze)
     blocks = cfg.model.n_layers - frozen_blocks
-    anchor = cfg.get("anchor", {"kind": "none", "weight": 0.0})
-    guard = json.loads((run_dir / "plan.json").read_text()).get("guard", "replay")
+    anchor = cfg.get("anchor", {"kind": "none", "weight": 0.0})  # (a run from before anchors: none)
     return {**json.loads((run_dir / "trained.json").read_text()), **json.loads((run_dir / "plan.json").read_text()),
-            "guard": guard, "guard_weight": float(anchor["weight"]), "lr": cfg.optim.lr, "device": args.device,
+            "guard_weight": float(anchor["weight"]), "lr": cfg.optim.lr, "device": args.device,
             "replay_root": str(args.replay_data_root),
             "replay_minutes": minutes(rows_of(out / "data" / "replay.jsonl")),
             "trained_blocks": f"{blocks} of {cfg.model.n_layers} blocks" if frozen_blocks else f"all {blocks} blocks"}

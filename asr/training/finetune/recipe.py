@@ -4,7 +4,8 @@ A low learning rate with a short warm-up and a cosine decay over the planned ste
 (and the lower blocks, if asked); light augmentation (speed, noise, SpecAugment); the user's recordings
 repeated for as many passes as fit the time budget (`plan`); a guard against forgetting general speech
 (`guard_of`): a replayed share of the original mixture where its corpora are found, else the starting model's
-own posteriors on the same batches as a second target (asr/training/anchor.py); no validation (the held-out split is for the before / after score only, never for choosing).
+own posteriors on the same batches as a second target (`anchor_of`, asr/training/anchor.py); no validation
+(the held-out split is for the before / after score only, never for choosing).
 `asr.training.finetune.run.train_config` makes it a training config. No torch, so the command line's
 defaults come from here.
 """

@@ -91,7 +91,6 @@ def check_split(split: Split) -> None:
         raise SplitError("no utterance is left to fine-tune on once the test split is held out")
 
 
-
 def repeated_sentences(split: Split) -> int:
     """How many test utterances say a sentence that a training utterance also says (normalised text): the
     word LM, built from the training text, has then seen them, and so has the model."""
