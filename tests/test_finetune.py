@@ -125,7 +125,9 @@ def test_a_bad_row_is_one_line_and_the_rest_is_kept(corpus: Path, tmp_path: Path
     err = capsys.readouterr().err.splitlines()
     skipped = [line for line in err if "skipped" in line and "asr.manifest: skipped:" in line]
     assert len(skipped) == 2 and "with_bad_rows.csv:26:" in skipped[0] and "with_bad_rows.csv:27:" in skipped[1]
-    assert "24 utterances" in err[-2] and "2 skipped" in err[-2]
+    summary = next(line for line in err if line.startswith("asr.manifest: wrote"))
+    assert "24 utterances" in summary and "2 skipped" in summary
+    assert err[-1].startswith("asr.finetune: warning: 12 of the 12 test utterances")  # both read "hello NN"
     assert len((out / "data" / "all.jsonl").read_text().splitlines()) == 24
 
     (out / "run").mkdir()  # as if a fine-tune had started on this data: other data must not overwrite it

@@ -3,7 +3,7 @@ met, how many minutes it takes, and what it costs on general speech.
 
     python scripts/bench/finetune.py [--cases speaker domain] [--minutes 20] [--threads 2] [--general-limit N]
                                      [--work runs/bench_finetune] [--out benchmarks] [--model M] [--smoke]
-                                     [--outside DIR] [--guard auto|replay|distill|l2sp|none]
+                                     [--outside DIR] [--guard auto|replay|distill|l2sp|none] [--guard-weight W]
 
 (a) speaker: LibriSpeech speaker 8226 (train-clean-100-4spk, held out of the shipped training recipes for this):
     half of their recordings to fine-tune on, half to test (--test-split recording --test-share 0.5).
@@ -15,7 +15,8 @@ the starting model and of each fine-tuned one (greedy, and beam with the model's
 and OUT/finetune.json (committed figures only on a quiet machine: scripts/bench/quiet.py). Each case's model
 folder stays under --work, and a rerun reuses the finished ones (with their measured minutes).
 --outside DIR: run asr.finetune from DIR (a user's folder, outside the checkout) with its default replay root,
-as a user would: where no shared corpora are found there, its guard is not replay. --guard: asr.finetune's.
+as a user would: where no shared corpora are found there, its guard is not replay. --guard, --guard-weight:
+asr.finetune's.
 General-speech scores are kept under --work (general/*.json) and reused by a rerun.
 --smoke: a few utterances, a step cap and a short budget, to check the script end to end (its figures mean nothing).
 """
@@ -119,7 +120,8 @@ def run_case(name: str, data: Path, options: list[str], work: Path, args: argpar
     out, timing = work / name / "model", work / name / "timing.json"
     command = [str(data.resolve()), "--out", str(out.resolve()), "--minutes", f"{args.minutes:g}",
                "--threads", str(args.threads), *([] if args.outside else ["--replay-data-root", str(args.data_root)]),
-               *options, *(["--guard", args.guard] if args.guard else []), *(["--model", args.model] if args.model else []),
+               *options, *(["--guard", args.guard] if args.guard else []),
+               *(["--guard-weight", f"{args.guard_weight:g}"] if args.guard_weight else []), *(["--model", args.model] if args.model else []),
                *(["--max-steps", "2", "--workers", "0"] if args.smoke else [])]
     cwd = args.outside or ROOT
     cwd.mkdir(parents=True, exist_ok=True)
@@ -188,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     p.add_argument("--outside", type=Path, help="run asr.finetune from this folder with its default replay root")
     p.add_argument("--guard", choices=("auto", "replay", "distill", "l2sp", "none"), help="asr.finetune's --guard")
+    p.add_argument("--guard-weight", type=float, help="asr.finetune's --guard-weight")
     p.add_argument("--smoke", action="store_true", help="a few utterances and a step cap: the script end to end")
     quiet.add_allow_load(p)
     args = p.parse_args(argv)
