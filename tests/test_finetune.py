@@ -225,6 +225,15 @@ def test_the_guard_is_replay_where_the_mixture_is_found_else_distillation() -> N
     assert anchor_of(Recipe(guard_weight=3.0), "distill") == {"kind": "distill", "weight": 3.0}
 
 
+def test_replay_asked_for_where_there_is_none_is_refused_before_any_scoring(corpus: Path, tmp_path: Path,
+                                                                             capsys) -> None:
+    out = tmp_path / "replay"
+    assert main([str(corpus), "--out", str(out), "--guard", "replay", "--replay-data-root", str(tmp_path / "no")]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "asr.finetune: error: --guard replay: no replay corpus found (give --replay-data-root) or --replay-share is 0")
+    assert not (out / "scores").exists()
+
+
 def test_outside_the_checkout_the_plan_line_names_the_guard_and_training_is_anchored(
         corpus: Path, model_path: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     user = tmp_path / "user"

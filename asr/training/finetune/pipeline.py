@@ -86,7 +86,7 @@ def train_stage(args: argparse.Namespace, split: Split, start: Path, out: Path) 
         note(f"{len(long)} training utterances over {DataConfig().max_duration:g} s are left out of training "
              "(cut them shorter to use them)")
     train_s = sum(row["duration"] for row in split.train if row not in long)
-    roots = [name for name, _ in REPLAY_SOURCES if (args.replay_data_root / name).is_file()]
+    roots = replay_found(args.replay_data_root)
     guard = guard_of(recipe, bool(roots))
     chosen = cached(run_dir / "plan.json", lambda: {**vars(plan(recipe, train_s, guard == "replay", args.minutes,
                                                                 args.device)), "guard": guard})
@@ -112,6 +112,11 @@ def train_stage(args: argparse.Namespace, split: Split, start: Path, out: Path) 
     note(f"trained {trained.steps} steps in {trained.minutes:.1f} min ({trained.audio_hours:.2f} h of audio)")
     export_weights(run_dir, out)
     return True
+
+
+def replay_found(root: Path) -> list[str]:
+    """The replay manifests (REPLAY_SOURCES) found under `root`."""
+    return [name for name, _ in REPLAY_SOURCES if (root / name).is_file()]
 
 
 def guard_line(guard: str, anchor: dict, replay_minutes: float, replay_root: Path, roots: list[str]) -> str:
@@ -168,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from asr.training.data import DataConfig  # noqa: PLC0415 (the training stack from here on)
     args.replay_data_root = args.replay_data_root or Path(DataConfig().root)
+    guard_of(Recipe(replay_share=args.replay_share, guard=args.guard), bool(replay_found(args.replay_data_root)))
     if wants_gpu(args.device):
         torch_device(args.device)  # DeviceError now, not after the scoring
     start = Path(args.model) if args.model else default_model_path()
