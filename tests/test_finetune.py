@@ -18,6 +18,7 @@ import torch
 import asr
 from asr import transcribe
 from asr.finetune import main
+from asr.training.finetune.recipe import Recipe, anchor_of, guard_of
 from asr.training.finetune.split import split_rows
 from conftest import tone, write
 from helpers import ROOT
@@ -124,7 +125,9 @@ def test_a_bad_row_is_one_line_and_the_rest_is_kept(corpus: Path, tmp_path: Path
     err = capsys.readouterr().err.splitlines()
     skipped = [line for line in err if "skipped" in line and "asr.manifest: skipped:" in line]
     assert len(skipped) == 2 and "with_bad_rows.csv:26:" in skipped[0] and "with_bad_rows.csv:27:" in skipped[1]
-    assert "24 utterances" in err[-2] and "2 skipped" in err[-2]
+    summary = next(line for line in err if line.startswith("asr.manifest: wrote"))
+    assert "24 utterances" in summary and "2 skipped" in summary
+    assert err[-1].startswith("asr.finetune: warning: 12 of the 12 test utterances")  # both read "hello NN"
     assert len((out / "data" / "all.jsonl").read_text().splitlines()) == 24
 
     (out / "run").mkdir()  # as if a fine-tune had started on this data: other data must not overwrite it
@@ -194,3 +197,56 @@ def test_a_run_stopped_with_ctrl_c_resumes_and_gives_a_model_folder_every_tool_t
 
     assert main(options) == 0  # finished: the same command only reports again
     assert capsys.readouterr().out == second.stdout
+
+
+def test_test_sentences_also_in_the_training_text_are_warned_of(corpus: Path, tmp_path: Path, capsys) -> None:
+    assert main([str(corpus), "--out", str(tmp_path / "voices"), "--check"]) == 0  # each speaker's own sentences
+    assert "warning" not in capsys.readouterr().err
+    assert main([str(corpus), "--out", str(tmp_path / "repeats"), "--test-split", "recording", "--test-share", "0.5",
+                 "--check"]) == 0  # anna's and bob's sentences each come twice: the split parts some pairs
+    texts = {name: [json.loads(line)["text"] for line in (tmp_path / "repeats" / "data" / name).read_text().splitlines()]
+             for name in ("train.jsonl", "test.jsonl")}
+    repeated = sum(text in texts["train.jsonl"] for text in texts["test.jsonl"])
+    assert repeated > 0
+    warning = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warning == [f"asr.finetune: warning: {repeated} of the 12 test utterances say a sentence the training "
+                       "text also holds, which the word LM learns: the after figures then measure memory, not "
+                       "hearing. Hold out recordings of sentences never said in training (--test MANIFEST)"]
+
+
+def test_the_guard_is_replay_where_the_mixture_is_found_else_distillation() -> None:
+    assert guard_of(Recipe(), replay_found=True) == "replay"
+    assert guard_of(Recipe(), replay_found=False) == "distill"  # a user's folder: no shared corpora beside it
+    assert guard_of(Recipe(replay_share=0.0), replay_found=True) == "distill"
+    assert guard_of(Recipe(guard="l2sp"), replay_found=True) == "l2sp"
+    with pytest.raises(ValueError, match="no replay corpus found"):
+        guard_of(Recipe(guard="replay"), replay_found=False)
+    assert anchor_of(Recipe(), "replay") == {"kind": "none", "weight": 0.0}
+    assert anchor_of(Recipe(guard_weight=3.0), "distill") == {"kind": "distill", "weight": 3.0}
+
+
+def test_replay_asked_for_where_there_is_none_is_refused_before_any_scoring(corpus: Path, tmp_path: Path,
+                                                                             capsys) -> None:
+    out = tmp_path / "replay"
+    assert main([str(corpus), "--out", str(out), "--guard", "replay", "--replay-data-root", str(tmp_path / "no")]) == 1
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "asr.finetune: error: --guard replay: no replay corpus found (give --replay-data-root) or --replay-share is 0")
+    assert not (out / "scores").exists()
+
+
+def test_outside_the_checkout_the_plan_line_names_the_guard_and_training_is_anchored(
+        corpus: Path, model_path: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+    user = tmp_path / "user"
+    user.mkdir()
+    monkeypatch.chdir(user)  # the default replay root, ../shared/data, is not there
+    out = user / "mine"
+    assert main([str(corpus), "--out", str(out), "--model", str(model_path), "--max-steps", "2", "--workers", "0",
+                 "--threads", "1"]) == 0
+    err = capsys.readouterr().err
+    assert ("asr.finetune: guard against forgetting: distillation toward the starting model (weight 1; no replay "
+            "corpus under ../shared/data)") in err
+    from omegaconf import OmegaConf
+    assert OmegaConf.load(out / "config.yaml").anchor == {"kind": "distill", "weight": 1.0}
+    info = json.loads((out / "finetune.json").read_text())
+    assert info["training"]["guard"] == "distill" and info["training"]["replay_minutes"] == 0
+    assert "distillation toward the starting model" in (out / "MODEL_CARD.md").read_text()

@@ -7,6 +7,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
+from asr.training.anchor import AnchorConfig
 from asr.training.data import DataConfig
 from asr.training.distill import DistillConfig
 from asr.model.config import EncoderConfig
@@ -61,6 +62,7 @@ class TrainConfig:
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)  # a teacher's cached frames as a second loss
+    anchor: AnchorConfig = field(default_factory=AnchorConfig)  # a pull toward the starting model (a fine-tune)
     run_dir: str = "runs/default"  # logs, checkpoints and the exported model; a rerun resumes here
     init_from: str | None = None  # start from this exported model's weights, tokenizer and CMVN
     init_body_from: str | None = None  # or: a new model (this config's shape and tokenizer) taking every tensor

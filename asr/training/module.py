@@ -1,5 +1,5 @@
-"""LightningModule: CTC loss (plus, optionally, distillation from a teacher's cached frames), AdamW with
-warm-up and cosine decay, validation WER/CER."""
+"""LightningModule: CTC loss (plus, optionally, distillation from a teacher's cached frames and an anchor to
+the starting model), AdamW with warm-up and cosine decay, validation WER/CER."""
 from __future__ import annotations
 
 import math
@@ -12,6 +12,7 @@ from torch import Tensor
 from asr.decoding.ctc import greedy_decode
 from asr.model.encoder import Encoder, EncoderConfig
 from asr.text.tokenizer import Tokenizer
+from asr.training.anchor import Anchor, AnchorConfig
 from asr.training.config import OptimConfig
 from asr.training.distill import DistillConfig, DistillHead
 
@@ -43,6 +44,7 @@ class CTCModule(L.LightningModule):
         self.optim_cfg, self.tokenizer = optim_cfg, tokenizer
         self.distill: DistillHead | None = None
         self.distill_weight = 0.0
+        self.anchor: Anchor | None = None  # a plain attribute: not a submodule, so in no checkpoint or optimizer
         self.chunk_choices: list[int] = []
         self.hyps: list[str] = []
         self.refs: list[str] = []
@@ -50,6 +52,14 @@ class CTCModule(L.LightningModule):
     def attach_distill(self, cfg: DistillConfig) -> None:
         """Train with the distillation loss too (batches then carry "teacher" and "teacher_lens")."""
         self.distill, self.distill_weight = DistillHead(cfg, self.encoder), cfg.weight
+
+    def attach_anchor(self, cfg: AnchorConfig) -> None:
+        """Train with a pull toward the weights (or outputs) the encoder holds now: the starting model."""
+        self.anchor = Anchor(cfg, self.encoder)
+
+    def on_fit_start(self) -> None:
+        if self.anchor is not None:
+            self.anchor.to(self.device)
 
     def set_chunk_choices(self, chunks: list[int]) -> None:
         """Dynamic chunk training: each training batch looks ahead inside chunks of one of `chunks` frames,
@@ -71,7 +81,8 @@ class CTCModule(L.LightningModule):
         if self.chunk_choices:
             self.encoder.set_chunk(self.chunk_choices[int(torch.randint(len(self.chunk_choices), ()))])
         try:
-            loss, _, out_lens = self.ctc_loss(batch)  # (the chunk lives in the graph's masks from here on)
+            loss, logprobs, out_lens = self.ctc_loss(batch)  # (the chunk lives in the graph's masks from here on)
+            anchor = self.anchor.loss(self.encoder, batch, logprobs, out_lens) if self.anchor is not None else None
         finally:
             self.encoder.set_chunk(served)
         size = batch["feats"].shape[0]
@@ -81,6 +92,9 @@ class CTCModule(L.LightningModule):
             distill = self.distill.loss(speech, batch["teacher"], batch["teacher_lens"])
             self.log("train_distill", distill, prog_bar=True, batch_size=size)
             loss = loss + self.distill_weight * distill
+        if anchor is not None:
+            self.log("train_anchor", anchor, prog_bar=True, batch_size=size)
+            loss = loss + self.anchor.weight * anchor
         return loss
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:

@@ -26,6 +26,7 @@ from asr.text.g2p import load_g2p
 from asr.text.lexicon import Lexicon
 from asr.text.normalize import normalize
 from asr.text.tokenizer import Tokenizer
+from asr.training.anchor import enabled as anchor_enabled
 from asr.training.config import OptimConfig, TokenizerConfig, TrainConfig, register_configs
 from asr.training.data import SpeechDataset, load_sources
 from asr.training.datamodule import SpeechDataModule
@@ -241,6 +242,8 @@ def train(cfg: TrainConfig, extra_callbacks: list[L.Callback] = ()) -> Path:
         L.seed_everything(cfg.seed + trainer.global_rank, workers=True)
     if distill_enabled(cfg.distill):
         module.attach_distill(cfg.distill)
+    if anchor_enabled(cfg.anchor):  # after freezing (L2-SP holds the trainable weights), before a resume loads
+        module.attach_anchor(cfg.anchor)
     module.set_chunk_choices(cfg.chunks)
     if trainer.is_global_zero:
         OmegaConf.save(cfg, run_dir / "config.yaml")

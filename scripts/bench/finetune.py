@@ -3,6 +3,7 @@ met, how many minutes it takes, and what it costs on general speech.
 
     python scripts/bench/finetune.py [--cases speaker domain] [--minutes 20] [--threads 2] [--general-limit N]
                                      [--work runs/bench_finetune] [--out benchmarks] [--model M] [--smoke]
+                                     [--outside DIR] [--guard auto|replay|distill|l2sp|none] [--guard-weight W]
 
 (a) speaker: LibriSpeech speaker 8226 (train-clean-100-4spk, held out of the shipped training recipes for this):
     half of their recordings to fine-tune on, half to test (--test-split recording --test-share 0.5).
@@ -13,6 +14,10 @@ the whole command's minutes, and the general-speech cost: speechocean762 dev and
 the starting model and of each fine-tuned one (greedy, and beam with the model's own LM). Writes OUT/finetune.md
 and OUT/finetune.json (committed figures only on a quiet machine: scripts/bench/quiet.py). Each case's model
 folder stays under --work, and a rerun reuses the finished ones (with their measured minutes).
+--outside DIR: run asr.finetune from DIR (a user's folder, outside the checkout) with its default replay root,
+as a user would: where no shared corpora are found there, its guard is not replay. --guard, --guard-weight:
+asr.finetune's.
+General-speech scores are kept under --work (general/*.json) and reused by a rerun.
 --smoke: a few utterances, a step cap and a short budget, to check the script end to end (its figures mean nothing).
 """
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import random
 import subprocess
 import sys
@@ -95,28 +101,39 @@ def domain_corpus(folder: Path, minutes: float, sentences: int | None, seed: int
     return folder
 
 
-def general_scores(model: str | Path | None, sets: dict[str, list], lm: Path, threads: int) -> dict:
-    """WER on each general set: greedy, and beam with `lm`."""
+def general_scores(model: str | Path | None, sets: dict[str, list], lm: Path, threads: int, keep: Path) -> dict:
+    """WER on each general set: greedy, and beam with `lm` (kept in `keep`, reused while the sets are the same)."""
+    sizes = {name: len(utts) for name, utts in sets.items()}
+    if keep.is_file() and (kept := json.loads(keep.read_text()))["sizes"] == sizes:
+        return kept["scores"]
     recognizer = api.load_recognizer(model, threads=threads)
     greedy, beam = Decoder(recognizer.tokenizer), Decoder(recognizer.tokenizer, WordLM(recognizer.tokenizer, lm, BeamConfig()))
-    return {name: {"greedy": score(recognizer, utts, greedy)["wer"], "beam": score(recognizer, utts, beam)["wer"]}
-            for name, utts in sets.items()}
+    scores = {name: {"greedy": score(recognizer, utts, greedy)["wer"], "beam": score(recognizer, utts, beam)["wer"]}
+              for name, utts in sets.items()}
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.write_text(json.dumps({"model": str(model), "lm": str(lm), "sizes": sizes, "scores": scores}) + "\n")
+    return scores
 
 
 def run_case(name: str, data: Path, options: list[str], work: Path, args: argparse.Namespace) -> dict:
     """Fine-tune on `data` (or reuse the finished model folder) and return its record with the minutes it took."""
     out, timing = work / name / "model", work / name / "timing.json"
-    command = [str(data), "--out", str(out), "--minutes", f"{args.minutes:g}", "--threads", str(args.threads),
-               "--replay-data-root", str(args.data_root), *options, *(["--model", args.model] if args.model else []),
+    command = [str(data.resolve()), "--out", str(out.resolve()), "--minutes", f"{args.minutes:g}",
+               "--threads", str(args.threads), *([] if args.outside else ["--replay-data-root", str(args.data_root)]),
+               *options, *(["--guard", args.guard] if args.guard else []),
+               *(["--guard-weight", f"{args.guard_weight:g}"] if args.guard_weight else []), *(["--model", args.model] if args.model else []),
                *(["--max-steps", "2", "--workers", "0"] if args.smoke else [])]
+    cwd = args.outside or ROOT
+    cwd.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     if not timing.is_file():  # the whole command as a user runs it, start-up included; its output shown as it goes
         measured_on = {"date": datetime.date.today().isoformat(), "machine": quiet.machine(), "load": quiet.load_now()}
         began = time.perf_counter()
-        code = subprocess.run([sys.executable, "-m", "asr.finetune", *command], cwd=ROOT).returncode
+        code = subprocess.run([sys.executable, "-m", "asr.finetune", *command], cwd=cwd, env=env).returncode
         if code != 0:
             raise SystemExit(f"finetune: {name}: asr.finetune exited {code}")
         timing.write_text(json.dumps({"wall_minutes": round((time.perf_counter() - began) / 60, 2),
-                                      "command": command, "measured_on": measured_on}) + "\n")
+                                      "command": command, "cwd": str(cwd), "measured_on": measured_on}) + "\n")
     return {**json.loads((out / "finetune.json").read_text()), **json.loads(timing.read_text()), "model": str(out)}
 
 
@@ -128,17 +145,21 @@ def report(cases: dict, general: dict, meta: dict) -> str:
     lines = ["# Fine-tuning on your own recordings (`python -m asr.finetune`)", "",
              f"Measured {meta['date']} on {meta['machine']} (1-minute load {meta['load']} at the start) by "
              f"`python scripts/bench/finetune.py {meta['argv']}`: {meta['minutes']:g} minutes of training a case, "
-             f"--threads {meta['threads']}, the recipe's defaults otherwise (docs/finetune.md).", "",
+             f"--threads {meta['threads']}, the recipe's defaults otherwise (docs/finetune.md)"
+             + (f"; asr.finetune run from {meta['outside']}, outside the checkout, with its default replay root."
+                if meta.get("outside") else "."), "",
              "## On the held-out split", "",
              "| case | fine-tuned on | tested on | training min | whole command min | steps | audio seen (h) | "
-             "greedy WER before → after | beam WER before → after |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             "greedy WER before → after | beam WER before → after | guard |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|"]
     for name, case in cases.items():
         split, run = case["split"], case["training"]
         lines.append(f"| {name} | {split['train_utterances']} utts, {split['train_minutes']:.1f} min | "
                      f"{split['test_utterances']} utts, {split['test_minutes']:.1f} min | {run['minutes']:.1f} | "
                      f"{case['wall_minutes']:.1f} | {run['steps']} | {run['audio_hours']:.2f} | "
                      f"{arrow(case['before']['greedy']['wer'], case['after']['greedy']['wer'])} | "
-                     f"{arrow(case['before']['beam']['wer'], case['after']['beam']['wer'])} |")
+                     f"{arrow(case['before']['beam']['wer'], case['after']['beam']['wer'])} | "
+                     f"{case['training'].get('guard', 'replay')} |")
     timed = {name: case["measured_on"] for name, case in cases.items() if "measured_on" in case}
     if timed:  # a case reused from an earlier run keeps the minutes (and the machine) of the run that trained it
         lines += ["", "Minutes measured as each case trained: " + "; ".join(
@@ -167,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-root", type=Path, default=DATA)
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_finetune")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--outside", type=Path, help="run asr.finetune from this folder with its default replay root")
+    p.add_argument("--guard", choices=("auto", "replay", "distill", "l2sp", "none"), help="asr.finetune's --guard")
+    p.add_argument("--guard-weight", type=float, help="asr.finetune's --guard-weight")
     p.add_argument("--smoke", action="store_true", help="a few utterances and a step cap: the script end to end")
     quiet.add_allow_load(p)
     args = p.parse_args(argv)
@@ -187,12 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     sets = {"speechocean762 dev": read_manifest(args.data_root / "speechocean762" / "dev.jsonl")[:general_limit],
             "dev-clean-2": read_manifest(args.data_root / "librispeech" / "dev-clean-2.jsonl")[:general_limit]}
     start_lm = folder_lm(args.model) or default_lm_path()
-    general = {"starting model" if args.model else "shipped": general_scores(args.model, sets, start_lm, args.threads)}
+    keep = args.work / "general"
+    general = {"starting model" if args.model else "shipped": general_scores(args.model, sets, start_lm, args.threads,
+                                                                              keep / "start.json")}
     for name, case in cases.items():
-        general[f"after {name}"] = general_scores(case["model"], sets, folder_lm(case["model"]), args.threads)
+        general[f"after {name}"] = general_scores(case["model"], sets, folder_lm(case["model"]), args.threads,
+                                                  keep / f"{name.split()[0]}.json")
     meta = {"date": datetime.date.today().isoformat(), "machine": machine, "load": load,
             "argv": " ".join(argv if argv is not None else sys.argv[1:]), "minutes": args.minutes,
-            "threads": args.threads, "general": ", ".join(f"{name} {len(utts)} utterances" for name, utts in sets.items())}
+            "threads": args.threads, "outside": str(args.outside) if args.outside else None, "general": ", ".join(f"{name} {len(utts)} utterances" for name, utts in sets.items())}
     out.mkdir(parents=True, exist_ok=True)
     (out / "finetune.json").write_text(json.dumps({"meta": meta, "cases": cases, "general": general}, indent=1) + "\n")
     (out / "finetune.md").write_text(report(cases, general, meta))

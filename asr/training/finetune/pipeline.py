@@ -6,7 +6,7 @@ run again after a stop (Ctrl-C included) goes on from the first step not yet don
 2. DIR/scores/before.json: the starting model scored on the test split, greedy and beam;
 3. DIR/model.safetensors: the recipe (`.recipe`) trained in DIR/run/ within --minutes (`.run`);
 4. DIR/onnx/: its export;
-5. DIR/lm.arpa and DIR/scores/lm.json: the training text's trigram mixed into the starting LM (`.lm`);
+5. DIR/lm.arpa.gz and DIR/scores/lm.json: the training text's trigram mixed into the starting LM (`.lm`);
 6. DIR/scores/after.json, then the tables printed, DIR/finetune.json and DIR/MODEL_CARD.md (`.report`).
 
 `run(args)` takes the parsed options of asr/finetune.py. The training stack (torch, Lightning) loads only in
@@ -37,8 +37,8 @@ from asr.text.normalize import normalize
 from asr.training.finetune import lm as domain
 from asr.training.finetune import report
 from asr.training.finetune.manifests import REPLAY_SOURCES, input_rows, keep_data, replay_rows, rows_of
-from asr.training.finetune.recipe import Plan, Recipe, plan
-from asr.training.finetune.split import Split, SplitError, given_split, minutes, split_rows
+from asr.training.finetune.recipe import GUARD_NAMES, Plan, Recipe, anchor_of, guard_of, plan
+from asr.training.finetune.split import Split, SplitError, given_split, minutes, repeated_sentences, split_rows
 from asr.training.lm_mix import mix_arpa
 
 TOOL = "finetune"
@@ -78,16 +78,19 @@ def train_stage(args: argparse.Namespace, split: Split, start: Path, out: Path) 
     from asr.training.finetune.run import count_steps, export_weights, fine_tune, train_config  # noqa: PLC0415
 
     run_dir, data = out / "run", out / "data"
-    recipe = Recipe(lr=args.lr, train_blocks=args.train_blocks, replay_share=args.replay_share)
+    recipe = Recipe(lr=args.lr, train_blocks=args.train_blocks, replay_share=args.replay_share, guard=args.guard,
+                    guard_weight=args.guard_weight)
     start_cfg = load_config(start)
     long = [row for row in split.train if row["duration"] > DataConfig().max_duration]
     if long:
         note(f"{len(long)} training utterances over {DataConfig().max_duration:g} s are left out of training "
              "(cut them shorter to use them)")
     train_s = sum(row["duration"] for row in split.train if row not in long)
-    roots = [name for name, _ in REPLAY_SOURCES if (args.replay_data_root / name).is_file()]
-    chosen = cached(run_dir / "plan.json", lambda: vars(plan(recipe, train_s, bool(roots) and args.replay_share > 0,
-                                                              args.minutes, args.device)))
+    roots = replay_found(args.replay_data_root)
+    guard = guard_of(recipe, bool(roots))
+    chosen = cached(run_dir / "plan.json", lambda: {**vars(plan(recipe, train_s, guard == "replay", args.minutes,
+                                                                args.device)), "guard": guard})
+    guard = chosen.pop("guard", guard)  # a resumed run keeps the guard it started with
     the_plan = Plan(**chosen)
     replay = data / "replay.jsonl"
     if the_plan.replay_seconds and not replay.is_file():
@@ -97,11 +100,12 @@ def train_stage(args: argparse.Namespace, split: Split, start: Path, out: Path) 
     durations = [row["duration"] for row in split.train if row not in long] * the_plan.passes
     full = count_steps(durations + [row["duration"] for row in replayed], recipe.batch_seconds)
     steps = min(full, args.max_steps or full)
+    anchor = anchor_of(recipe, guard)
     cfg = train_config(recipe, start, start_cfg, run_dir, data / "train.jsonl", the_plan.passes,
-                       replay if replayed else None, steps, args.device, args.threads, args.workers, args.seed)
-    replay_note = f" and {minutes(replayed):.1f} min replayed from {args.replay_data_root}" if replayed else ", no replay"
+                       replay if replayed else None, steps, args.device, args.threads, args.workers, args.seed, anchor)
     note(f"fine-tuning for up to {args.minutes:g} min: {the_plan.passes} passes over {train_s / 60:.1f} min of "
-         f"recordings{replay_note}, {steps} steps (Ctrl-C stops it; the same command goes on from there)")
+         f"recordings, {steps} steps (Ctrl-C stops it; the same command goes on from there)")
+    note(f"guard against forgetting: {guard_line(guard, anchor, minutes(replayed), args.replay_data_root, roots)}")
     trained = fine_tune(cfg, args.minutes, the_plan.total_seconds / 3600 * steps / full)
     if trained is None:
         return False
@@ -110,8 +114,23 @@ def train_stage(args: argparse.Namespace, split: Split, start: Path, out: Path) 
     return True
 
 
+def replay_found(root: Path) -> list[str]:
+    """The replay manifests (REPLAY_SOURCES) found under `root`."""
+    return [name for name, _ in REPLAY_SOURCES if (root / name).is_file()]
+
+
+def guard_line(guard: str, anchor: dict, replay_minutes: float, replay_root: Path, roots: list[str]) -> str:
+    """What keeps the run from forgetting general speech, in words (the plan line's second half)."""
+    found = (f"no replay corpus under {replay_root}" if not roots else "replay not asked for")
+    if guard == "replay":
+        return f"{GUARD_NAMES[guard]}, {replay_minutes:.1f} min from {replay_root}"
+    if guard == "none":
+        return f"none ({found}; expect it to forget general speech)"
+    return f"{GUARD_NAMES[guard]} (weight {anchor['weight']:g}; {found})"
+
+
 def lm_stage(args: argparse.Namespace, out: Path, base_lm: Path, test_utts: list[Utterance]) -> dict:
-    """DIR/lm.arpa: the training text's trigram mixed into the starting LM; what went into it."""
+    """DIR/lm.arpa.gz: the training text's trigram mixed into the starting LM; what went into it."""
     data = out / "data"
     sentences = domain.text_lm(data / "train.jsonl", data / "text.arpa")
     recognizer = api.load_recognizer(out, threads=args.threads)
@@ -146,10 +165,15 @@ def run(args: argparse.Namespace) -> int:
     keep_data(out, split, rows)
     print(built.summary(data / "all.jsonl", rows), file=sys.stderr)
     note(split.describe())
+    if repeated := repeated_sentences(split):
+        note(f"warning: {repeated} of the {len(split.test)} test utterances say a sentence the training text also "
+             "holds, which the word LM learns: the after figures then measure memory, not hearing. Hold out "
+             "recordings of sentences never said in training (--test MANIFEST)")
     if args.check:
         return 0
     from asr.training.data import DataConfig  # noqa: PLC0415 (the training stack from here on)
     args.replay_data_root = args.replay_data_root or Path(DataConfig().root)
+    guard_of(Recipe(replay_share=args.replay_share, guard=args.guard), bool(replay_found(args.replay_data_root)))
     if wants_gpu(args.device):
         torch_device(args.device)  # DeviceError now, not after the scoring
     start = Path(args.model) if args.model else default_model_path()
@@ -180,8 +204,10 @@ def training_record(out: Path, args: argparse.Namespace) -> dict:
     cfg = OmegaConf.load(run_dir / "config.yaml")
     frozen_blocks = sum(prefix.startswith("blocks.") for prefix in cfg.freeze)
     blocks = cfg.model.n_layers - frozen_blocks
+    anchor = cfg.get("anchor", {"kind": "none", "weight": 0.0})  # (a run from before anchors: none)
     return {**json.loads((run_dir / "trained.json").read_text()), **json.loads((run_dir / "plan.json").read_text()),
-            "lr": cfg.optim.lr, "device": args.device, "replay_root": str(args.replay_data_root),
+            "guard_weight": float(anchor["weight"]), "lr": cfg.optim.lr, "device": args.device,
+            "replay_root": str(args.replay_data_root),
             "replay_minutes": minutes(rows_of(out / "data" / "replay.jsonl")),
             "trained_blocks": f"{blocks} of {cfg.model.n_layers} blocks" if frozen_blocks else f"all {blocks} blocks"}
 

@@ -2,8 +2,10 @@
 
 A low learning rate with a short warm-up and a cosine decay over the planned steps; the front end frozen
 (and the lower blocks, if asked); light augmentation (speed, noise, SpecAugment); the user's recordings
-repeated for as many passes as fit the time budget (`plan`), beside a replayed share of the original mixture;
-no validation (the held-out split is for the before / after score only, never for choosing).
+repeated for as many passes as fit the time budget (`plan`); a guard against forgetting general speech
+(`guard_of`): a replayed share of the original mixture where its corpora are found, else the starting model's
+own posteriors on the same batches as a second target (`anchor_of`, asr/training/anchor.py); no validation
+(the held-out split is for the before / after score only, never for choosing).
 `asr.training.finetune.run.train_config` makes it a training config. No torch, so the command line's
 defaults come from here.
 """
@@ -21,6 +23,12 @@ REPLAY_SHARE = 0.75  # mixture (where it is found): at 3e-4 and 0.5 the fine-tun
 # about 1.1
 
 
+GUARDS = ("auto", "replay", "distill", "l2sp", "none")
+GUARD_WEIGHTS = {"distill": 1.0, "l2sp": 1.0}  # the anchor's weight beside CTC (asr/training/anchor.py)
+GUARD_NAMES = {"replay": "replay of the original mixture", "distill": "distillation toward the starting model",
+               "l2sp": "L2-SP (a pull toward the starting weights)", "none": "none"}
+
+
 @dataclass
 class Recipe:
     """The small-data recipe; the defaults are what `python -m asr.finetune` uses unless told otherwise."""
@@ -28,6 +36,8 @@ class Recipe:
     lr: float = LR
     train_blocks: int | None = None  # the top N blocks train (None: all); the front end never does
     replay_share: float = REPLAY_SHARE
+    guard: str = "auto"  # against forgetting: one of GUARDS (auto: replay where its corpora are found, else distill)
+    guard_weight: float | None = None  # the anchor's weight (None: GUARD_WEIGHTS)
     max_passes: int = 20  # over the user's recordings, at the most, however long the budget
     batch_seconds: float = 40.0  # audio per step (as the shipped model's training)
     warmup_steps: int = 50
@@ -48,6 +58,26 @@ class Plan:
     passes: int  # over the user's training recordings
     replay_seconds: float
     total_seconds: float  # the audio of the whole run (one epoch)
+
+
+def guard_of(recipe: Recipe, replay_found: bool) -> str:
+    """The guard a run uses: the one asked for, or (auto) replay where its corpora are found and wanted
+    (replay_share > 0), else distillation. ValueError for replay asked for where none is found."""
+    if recipe.guard not in GUARDS:
+        raise ValueError(f"guard {recipe.guard!r}: one of {', '.join(GUARDS)}")
+    if recipe.guard == "replay" and not (replay_found and recipe.replay_share > 0):
+        raise ValueError("--guard replay: no replay corpus found (give --replay-data-root) or --replay-share is 0")
+    if recipe.guard == "auto":
+        return "replay" if replay_found and recipe.replay_share > 0 else "distill"
+    return recipe.guard
+
+
+def anchor_of(recipe: Recipe, guard: str) -> dict[str, Any]:
+    """The training config's `anchor` (asr/training/anchor.py) for a guard."""
+    if guard not in GUARD_WEIGHTS:
+        return {"kind": "none", "weight": 0.0}
+    weight = GUARD_WEIGHTS[guard] if recipe.guard_weight is None else recipe.guard_weight
+    return {"kind": guard, "weight": weight}
 
 
 def plan(recipe: Recipe, train_seconds: float, replay: bool, minutes_budget: float, device: str) -> Plan:

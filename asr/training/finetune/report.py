@@ -57,8 +57,13 @@ def model_card(info: dict) -> str:
              if lm["tuned"] else "the fixed default (not tuned on the test split)")
     missing = (f" {len(lm['missing'])} of them cannot be output (outside the lexicon): {', '.join(lm['missing'][:20])}."
                if lm["missing"] else " All of them are in the beam search's lexicon.")
+    guard = {"distill": f"the starting model's own outputs on the same batches as a second target (distillation "
+                        f"toward the starting model, weight {run.get('guard_weight', 0):g}) against forgetting",
+             "l2sp": f"a pull toward the starting weights (L2-SP, weight {run.get('guard_weight', 0):g}) against "
+                     "forgetting",
+             "none": "nothing against forgetting general speech (no replay, no anchor)"}
     replay = (f"{run['replay_minutes']:.1f} min of the original training mixture ({run['replay_root']}) replayed "
-              f"beside them" if run["replay_minutes"] else "no replay of the original mixture (none was found or asked for)")
+              f"beside them" if run["replay_minutes"] else guard.get(run.get("guard", "none"), guard["none"]))
     return "\n".join([
         f"# Fine-tuned model: {info['name']}",
         "",
@@ -73,7 +78,7 @@ def model_card(info: dict) -> str:
         "|---|---|",
         "| `model.safetensors` | the acoustic model: weights, architecture, tokenizer and CMVN |",
         "| `onnx/` | its ONNX export (fp32 and int8), which the tools run by default where onnxruntime is installed |",
-        "| `lm.arpa` | the word LM its beam search uses by default |",
+        "| `lm.arpa.gz` | the word LM its beam search uses by default |",
         "| `config.yaml` | the training config it was trained with (`python -m asr.training` reads the same keys) |",
         "| `finetune.json` | this card's figures, the recipe and the split, as data |",
         "| `data/` | the manifests: `train.jsonl`, `test.jsonl` (held out), and the replayed mixture |",

@@ -40,15 +40,16 @@ def count_steps(durations: list[float], batch_seconds: float) -> int:
 
 def train_config(recipe: Recipe, start: str | Path, start_cfg: EncoderConfig, run_dir: Path, train_manifest: Path,
                  passes: int, replay: Path | None, steps: int, device: str, threads: int, workers: int,
-                 seed: int = 0) -> DictConfig:
+                 seed: int = 0, anchor: dict | None = None) -> DictConfig:
     """The training config (an OmegaConf TrainConfig, as `python -m asr.training` composes one) of a fine-tune
-    of the model at `start` on `train_manifest` (`passes` times) and `replay`, over `steps` steps."""
+    of the model at `start` on `train_manifest` (`passes` times) and `replay`, over `steps` steps, pulled toward
+    the starting model by `anchor` (AnchorConfig's fields; None: not)."""
     sources = [{"manifest": str(train_manifest), "repeat": passes}] + ([{"manifest": str(replay)}] if replay else [])
     gpu, index = device.startswith("cuda"), device.partition(":")[2]
     overrides = {
         "model": asdict(start_cfg), "run_dir": str(run_dir), "init_from": str(start), "seed": seed,
         "threads": threads, "freeze": frozen(start_cfg, recipe.train_blocks), "select_by": "train_loss",
-        "checkpoint_every_steps": 50, "keep_checkpoints": 0,
+        "checkpoint_every_steps": 50, "keep_checkpoints": 0, "anchor": anchor or {"kind": "none", "weight": 0.0},
         "data": {"train": sources, "valid": [], "max_batch_seconds": recipe.batch_seconds, "num_workers": workers,
                  "features": start_cfg.features, "augment": asdict(AugmentConfig(**recipe.augment))},
         "optim": {"lr": recipe.lr, "warmup_steps": min(recipe.warmup_steps, max(steps // 10, 1)),

@@ -3,13 +3,16 @@
 `split_rows` holds out whole speakers where there are several (the model is then scored on voices it was not
 fine-tuned on), else single recordings; seeded, so the same data splits the same way. `given_split` tests on
 the --test recordings instead. Either is refused (`SplitError`) when the test side is too small to show a
-change of a few points of WER, or nothing is left to train on. No torch.
+change of a few points of WER, or nothing is left to train on. `repeated_sentences` counts the test
+transcripts that the training text also holds (the word LM is built from it). No torch.
 """
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 from pathlib import Path
+
+from asr.text.normalize import normalize
 
 MIN_TEST_UTTERANCES = 10  # fewer cannot show a change of a few points of WER
 
@@ -87,3 +90,9 @@ def check_split(split: Split) -> None:
     if not split.train:
         raise SplitError("no utterance is left to fine-tune on once the test split is held out")
 
+
+def repeated_sentences(split: Split) -> int:
+    """How many test utterances say a sentence that a training utterance also says (normalised text): the
+    word LM, built from the training text, has then seen them, and so has the model."""
+    trained = {normalize(row["text"]) for row in split.train}
+    return sum(normalize(row["text"]) in trained for row in split.test)
