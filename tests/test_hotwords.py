@@ -106,7 +106,7 @@ def spoken(text: str, confusions: dict[str, dict[str, float]]) -> np.ndarray:
 def toy_lm(tmp_path: Path) -> WordLM:
     arpa = tmp_path / "lm.arpa"
     arpa.write_text(build_arpa(CORPUS))
-    return WordLM(CHAR, arpa, BeamConfig(beam_size=32, lm_weight=1.0))
+    return WordLM(CHAR, arpa, BeamConfig(beam_size=128, lm_weight=1.0))
 
 
 def test_a_listed_word_outside_the_lexicon_is_emitted_and_never_otherwise(toy_lm: WordLM) -> None:
