@@ -23,7 +23,7 @@ from asr.training.finetune.split import split_rows
 from conftest import tone, write
 from helpers import ROOT
 
-WORDS = ["zorblax", "quintaro", "plumbix", "vexel", "marlow", "tessaly"]  # a vocabulary no shipped LM has
+WORDS = ["zorblax", "quintaro", "plumbix", "vexel", "kestrell", "tessaly"]  # a vocabulary no shipped LM has
 
 
 def recording(path: Path, text: str, seconds: float, seed: int) -> None:
