@@ -25,8 +25,8 @@ import contextlib
 import dataclasses
 import gzip
 import itertools
-from array import array
 import os
+from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,7 +80,7 @@ def arpa_words(arpa: Path) -> list[str]:
     it is not ARPA."""
     words, logprobs, section = [], [], None
     try:
-        with (gzip.open(arpa, "rt", encoding="utf-8") if arpa.suffix == ".gz" else open(arpa, encoding="utf-8")) as f:
+        with open_arpa(arpa) as f:
             for number, line in enumerate(f, start=1):
                 line = line.strip()
                 if section is None and line and line != "\\data\\":
@@ -101,6 +101,11 @@ def arpa_words(arpa: Path) -> list[str]:
     if not words:
         raise LMError(f"{arpa}: not an ARPA language model (no unigrams)")
     return [words[i] for i in np.argsort(-np.asarray(logprobs), kind="stable")]
+
+
+def open_arpa(path: Path):
+    """An ARPA file's text for reading, gzip-compressed where its name ends in .gz (as KenLM reads it)."""
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 
 def _log_prob(text: str, arpa: Path, number: int) -> float:

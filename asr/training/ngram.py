@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from asr.decoding.beam import open_arpa
+
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 BOS_ID, EOS_ID, UNK_ID = 0, 1, 2
 BITS = 21  # bits a word: up to 2 M words, three words in an int64 key
@@ -237,11 +239,6 @@ def write_arpa_text(model: BackoffModel, text) -> None:
     text.write("\n\\end\\\n")
 
 
-def open_text(path: Path):
-    """A text file for reading, gzip-compressed where its name ends in .gz."""
-    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
-
-
 def read_arpa(path: str | Path) -> BackoffModel:
     """The model in an ARPA file (.gz too); ArpaError for one that is not ARPA or has no <unk>."""
     path = Path(path)
@@ -249,7 +246,7 @@ def read_arpa(path: str | Path) -> BackoffModel:
     rows: list[list] = []  # per order: [keys list, logp list, bow list]
     order, number = 0, 0
     try:
-        with open_text(path) as f:
+        with open_arpa(path) as f:
             for number, line in enumerate(f, start=1):
                 fields = line.split()
                 if not fields or fields[0] in ("\\data\\", "\\end\\", "ngram"):
