@@ -449,6 +449,10 @@ def test_a_state_too_big_for_the_budget_carries_its_weights_and_not_its_candidat
     assert carry.read_state(state)["candidate_carried"] is False
     following, _ = carry.current_period(tmp_path / "runs", state, tmp_path, carry.BLEND_SEED_BASE)
     assert following["period"] == 2 and "previous_candidate" not in following  # its candidate: its own mean
+    monkeypatch.undo()
+    carry.write_state(state, work, period, row, weights_only=True)  # --weights-only: two arms in one budget
+    assert sorted(p.name for p in state.iterdir()) == ["model.safetensors", "state.json"]
+    assert carry.read_state(state)["candidate_carried"] is False
 
 
 def test_the_rows_score_kathleens_held_out_prompts_when_asked(tmp_path):

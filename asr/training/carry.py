@@ -240,10 +240,11 @@ def plot_progress(progress: Path, out: Path) -> None:
     plt.close(fig)
 
 
-def write_state(state_dir: Path, work: Path, period: dict, row: dict) -> None:
+def write_state(state_dir: Path, work: Path, period: dict, row: dict, weights_only: bool = False) -> None:
     """Replace the committed state with this period's (newest only): float16 weights where training
     stopped, float16 weights of the scored candidate (what a promotion ships) unless the two together pass
-    STATE_BUDGET_BYTES (then the next period's candidate is that period's own mean), and state.json."""
+    STATE_BUDGET_BYTES or `weights_only` (two arms sharing one period's budget) says so (then the next period's
+    candidate is that period's own mean), and state.json."""
     from asr.model.loader import load_model, save_model  # noqa: PLC0415
 
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -255,7 +256,7 @@ def write_state(state_dir: Path, work: Path, period: dict, row: dict) -> None:
         encoder, tokenizer, info = load_model(work / source)
         save_model(state_dir / name, encoder, tokenizer, {**info, "period": period["period"]}, half=True)
     carried = sum((state_dir / name).stat().st_size for name in ("model.safetensors", "candidate.safetensors"))
-    candidate_carried = carried <= STATE_BUDGET_BYTES
+    candidate_carried = carried <= STATE_BUDGET_BYTES and not weights_only
     if not candidate_carried:  # e.g. Whisper base's shapes, 40 MB each: the next period's candidate is its own mean
         (state_dir / "candidate.safetensors").unlink()
     slices = period["previous"]["kokoro_slices"] + [{"period": period["period"], **period["kokoro_slice"]}]

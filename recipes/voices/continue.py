@@ -189,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kokoro-slice", type=Path, metavar="MANIFEST",
                    help="train on this Kokoro slice, already rendered (e.g. another arm's), instead of rendering the "
                         "period's own; the state records it, and the run's next slice starts after it")
+    p.add_argument("--weights-only", action="store_true",
+                   help="the state carries the weights where training stopped, not the period's candidate too (two "
+                        "arms of an A/B in one period's 40 MB); the next period's candidate is its own mean")
     p.add_argument("--score-limit", type=int, default=0, help="score on each set's first N utterances only (tests)")
     p.add_argument("--dry-run", action="store_true", help="say where the run stands and what comes next")
     p.add_argument("--stop-after", choices=PHASES, help="end after this phase (e.g. data: render now, train later)")
@@ -258,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         row = carry.progress_row(period, work, period.get("machine", machine()))
         carry.append_row(a.progress, row)
         carry.plot_progress(a.progress, a.progress.with_suffix(".png"))
-        carry.write_state(a.state, work, period, row)
+        carry.write_state(a.state, work, period, row, a.weights_only)
         period["timings"]["saved"] = 0.0
         carry.save_period(work, period)
         print(f"continue: period {period['period']} saved in {a.state}: {json.dumps(row)}", flush=True)
