@@ -74,9 +74,19 @@ class Tokenizer:
         if self.sp:
             return self.sp.encode(text)
         if self.kind == "phone":
-            units = [unit for word in text.split() for unit in self.spell(word)]
-            return [self._index[u] for u in (units[:-1] if self.word_boundary and units else units)]
+            return [i for spellings in self.word_spellings(text) for i in spellings[0]]
         return [self._index.get(ch, 1) for ch in text.replace(" ", "|")]
+
+    def word_spellings(self, text: str) -> list[list[list[int]]]:
+        """Phones: each word of normalised `text` -> its spellings as ids, one a pronunciation, the first the one
+        `encode` uses (`spell`'s); the last word's without the boundary unit, as `encode` ends."""
+        words = []
+        for word in text.split():
+            spellings = [self.spell(word)] + [p for p in self.pronunciations(word)[1:]]
+            words.append([[self._index[u] for u in units] for units in spellings])
+        if self.word_boundary and words:
+            words[-1] = [ids[:-1] for ids in words[-1]]
+        return words
 
     def decode(self, ids: Iterable[int]) -> str:
         ids = [i for i in ids if i != BLANK]

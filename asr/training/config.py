@@ -52,6 +52,8 @@ class TokenizerConfig:
     word_boundary: bool = True  # phone only: a unit "|" ends each word (false: phones alone)
     lexicon: str = "data/lexicon/cmudict.txt"  # phone only: pronunciations (python -m asr.training.lexicon)
     g2p: str | None = None  # phone only: the G2P for words outside the lexicon (None: the bundled one)
+    pronunciations: str = "first"  # phone only: a word's training spelling where it has several: first (the
+                                   # lexicon's usual one) | aligned (the one the model aligns best, chosen each step)
 
 
 @dataclass

@@ -29,6 +29,7 @@ from asr.corpus.manifest import Utterance, read_manifest, skipped_note
 from asr.features import Fbank, FbankConfig
 from asr.text.normalize import normalize
 from asr.text.tokenizer import Tokenizer
+from asr.training.pronunciations import Alternatives, targets_and_alternatives
 
 if TYPE_CHECKING:
     from asr.training.teacher import TeacherCache
@@ -236,13 +237,14 @@ class Variants(Protocol):
 
 class SpeechDataset(Dataset):
     """Utterance i -> (log-mel (T, F), token ids (U,)); with a teacher cache also the teacher's frames of the
-    clean audio (T_t, D_t) and how many of the T frames are the speech they cover (the rest: appended silence)."""
+    clean audio (T_t, D_t) and how many of the T frames are the speech they cover (the rest: appended silence);
+    with `alternatives` (phones) last the other spellings of its words (`asr.training.pronunciations`)."""
 
     def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, augment: AugmentConfig | None,
                  cache: bool = False, variants: Variants | None = None, features: str = "fbank",
-                 teacher: TeacherCache | None = None):
+                 teacher: TeacherCache | None = None, alternatives: bool = False):
         self.utterances, self.tokenizer, self.augment, self.variants = utterances, tokenizer, augment, variants
-        self.teacher = teacher
+        self.teacher, self.alternatives = teacher, alternatives
         self.fbank = Fbank(FbankConfig.of(features))
         self.silent_frame = torch.from_numpy(self.fbank(np.zeros(self.fbank.cfg.win_length, np.float32)))  # (1, F)
         self.cache: dict[tuple[Path, float], Tensor] | None = {} if cache else None
@@ -297,16 +299,22 @@ class SpeechDataset(Dataset):
                 frames = round(random.uniform(0, aug.silence_seconds) * 100)
                 feats = torch.cat([feats, self.silent_frame.expand(frames, -1)])
             feats = spec_augment(feats, aug)
-        targets = torch.tensor(self.tokenizer.encode(normalize(utt.text)), dtype=torch.long)
-        if self.teacher is None:
-            return feats, targets
-        return feats, targets, torch.from_numpy(self.teacher.load(utt.audio)), speech_frames
+        if self.alternatives:
+            ids, alternatives = targets_and_alternatives(self.tokenizer, normalize(utt.text))
+        else:
+            ids, alternatives = self.tokenizer.encode(normalize(utt.text)), None
+        item = (feats, torch.tensor(ids, dtype=torch.long))
+        if self.teacher is not None:
+            item += (torch.from_numpy(self.teacher.load(utt.audio)), speech_frames)
+        return item + ((alternatives,) if alternatives is not None else ())
 
 
 def collate(batch: list[tuple[Tensor, ...]]) -> dict[str, Tensor]:
     """Pad to the longest item: feats (B, T, F), feat_lens (B,), targets (B, U), target_lens (B,), and for
     items with a teacher's frames teacher (B, T_t, D_t) float16, teacher_lens (B,), speech_lens (B,) (feature
-    frames of speech, before appended silence)."""
+    frames of speech, before appended silence), and for items with alternatives (phones) alternatives, a list."""
+    alternatives = [item[-1] for item in batch] if isinstance(batch[0][-1], Alternatives) else None
+    batch = [item[:-1] for item in batch] if alternatives else batch
     feats, targets = [item[0] for item in batch], [item[1] for item in batch]
     padded = {"feats": torch.nn.utils.rnn.pad_sequence(feats, batch_first=True),
               "feat_lens": torch.tensor([f.shape[0] for f in feats]),
@@ -317,6 +325,8 @@ def collate(batch: list[tuple[Tensor, ...]]) -> dict[str, Tensor]:
         padded.update(teacher=torch.nn.utils.rnn.pad_sequence(teacher, batch_first=True),
                       teacher_lens=torch.tensor([t.shape[0] for t in teacher]),
                       speech_lens=torch.tensor([item[3] for item in batch]))
+    if alternatives:
+        padded["alternatives"] = alternatives
     return padded
 
 

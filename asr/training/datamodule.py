@@ -15,9 +15,11 @@ from asr.training.variants import VariantStore
 
 
 class SpeechDataModule(L.LightningDataModule):
-    def __init__(self, cfg: DataConfig, tokenizer: Tokenizer, teacher_dir: str | None = None):
+    def __init__(self, cfg: DataConfig, tokenizer: Tokenizer, teacher_dir: str | None = None,
+                 alternatives: bool = False):
         super().__init__()
         self.cfg, self.tokenizer, self.teacher_dir = cfg, tokenizer, teacher_dir
+        self.alternatives = alternatives  # phones: training batches carry each word's other pronunciations
         self.train_utts = load_sources(cfg.train, cfg.max_duration, cfg.skip_bad)
         self.valid_utts = load_sources(cfg.valid, skip_bad=cfg.skip_bad)
 
@@ -38,7 +40,8 @@ class SpeechDataModule(L.LightningDataModule):
 
         teacher = TeacherCache(self.teacher_dir) if train and self.teacher_dir else None
         dataset = SpeechDataset(utts, self.tokenizer, self.cfg.augment if train else None, self.cfg.cache_features,
-                                self.variant_store if train else None, self.cfg.features, teacher)
+                                self.variant_store if train else None, self.cfg.features, teacher,
+                                self.alternatives and train)
         sampler = BucketBatchSampler([u.duration for u in utts], self.cfg.max_batch_seconds, shuffle=train)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
                           persistent_workers=self.cfg.num_workers > 0)

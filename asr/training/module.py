@@ -15,6 +15,7 @@ from asr.text.tokenizer import Tokenizer
 from asr.training.anchor import Anchor, AnchorConfig
 from asr.training.config import OptimConfig
 from asr.training.distill import DistillConfig, DistillHead
+from asr.training.pronunciations import choose
 
 
 def warmup_cosine(step: int, cfg: OptimConfig) -> float:
@@ -72,9 +73,12 @@ class CTCModule(L.LightningModule):
 
     def ctc_loss(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
         logprobs, out_lens = self.encoder(batch["feats"], batch["feat_lens"])  # (B, T', V), (B,)
-        loss = F.ctc_loss(logprobs.transpose(0, 1), batch["targets"], out_lens, batch["target_lens"],
+        targets, target_lens = batch["targets"], batch["target_lens"]
+        if "alternatives" in batch:  # phones: each word spelled as the model aligns best (tokenizer.pronunciations)
+            targets, target_lens = choose(logprobs.detach(), out_lens, targets, target_lens, batch["alternatives"])
+        loss = F.ctc_loss(logprobs.transpose(0, 1), targets, out_lens, target_lens,
                           blank=0, reduction="sum", zero_infinity=True)
-        return loss / batch["target_lens"].sum().clamp_min(1), logprobs, out_lens
+        return loss / target_lens.sum().clamp_min(1), logprobs, out_lens
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         served = self.encoder.cfg.chunk

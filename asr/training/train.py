@@ -29,6 +29,7 @@ from asr.text.tokenizer import Tokenizer
 from asr.training.anchor import enabled as anchor_enabled
 from asr.training.config import OptimConfig, TokenizerConfig, TrainConfig, register_configs
 from asr.training.data import SpeechDataset, load_sources
+from asr.training.pronunciations import CHOICES
 from asr.training.datamodule import SpeechDataModule
 from asr.training.distill import enabled as distill_enabled
 from asr.training.module import CTCModule
@@ -247,7 +248,11 @@ def train(cfg: TrainConfig, extra_callbacks: list[L.Callback] = ()) -> Path:
     module.set_chunk_choices(cfg.chunks)
     if trainer.is_global_zero:
         OmegaConf.save(cfg, run_dir / "config.yaml")
-    data = SpeechDataModule(cfg.data, module.tokenizer, cfg.distill.teacher_dir if distill_enabled(cfg.distill) else None)
+    if cfg.tokenizer.pronunciations not in CHOICES:
+        raise ValueError(f"tokenizer.pronunciations={cfg.tokenizer.pronunciations!r}: one of {', '.join(CHOICES)}")
+    aligned = cfg.tokenizer.pronunciations == "aligned" and module.tokenizer.kind == "phone"
+    data = SpeechDataModule(cfg.data, module.tokenizer, cfg.distill.teacher_dir if distill_enabled(cfg.distill) else None,
+                            alternatives=aligned)
     log.info("train %d utts (%.1f h), valid %d utts, %.2fM parameters", len(data.train_utts),
              sum(u.duration for u in data.train_utts) / 3600, len(data.valid_utts),
              sum(p.numel() for p in module.encoder.parameters()) / 1e6)
