@@ -70,8 +70,11 @@ class VariantStore:
         return [(a, v) for a in audios for v in range(self.count) if not self.path(a, v).exists()]
 
     def build(self, audios: list[Path], workers: int) -> None:
-        """Render every missing variant of `audios` with `workers` processes (atomic writes: resumable)."""
+        """Render every missing variant of `audios` with `workers` processes (atomic writes: resumable). Two
+        builders over the same files (two runs starting at once) share the work: each takes the files in an
+        order of its own and skips those the other has written."""
         todo = self.missing(sorted(set(audios)))
+        random.Random(os.getpid()).shuffle(todo)
         if not todo:
             return
         log.info("rendering %d augmentation variants (%d files x %d) into %s with %d processes", len(todo),
@@ -97,10 +100,12 @@ def _start_worker(store: VariantStore) -> None:
 def _render(job: tuple[Path, int]) -> None:
     store, dataset = _worker
     audio, variant = job
+    path = store.path(audio, variant)
+    if path.exists():  # another builder's
+        return
     speed, snr_db, wave_aug = store.draw(audio, variant, len(dataset.rooms))
     torch.manual_seed(int(_digest(audio, variant)[:8], 16))  # the noise, when a variant has some
     feats = dataset.features(audio, speed, snr_db, wave_aug).numpy().astype(np.float16)
-    path = store.path(audio, variant)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.stem}.{os.getpid()}.npy")
     np.save(partial, feats)
