@@ -1,6 +1,6 @@
 """Peak memory of one long stream, run in a fresh process so its peak RSS is its own.
 
-    python scripts/bench/memory.py --minutes 60 [--model PATH] [--chunk-ms 500]
+    python scripts/bench/memory.py --minutes 60 [--model PATH] [--lm bundled|none|LM.arpa] [--chunk-ms 500]
 
 Makes `--minutes` of audio by cycling through real speechocean762 dev utterances (generated on
 the fly, so the audio itself takes no memory), feeds it in 500 ms chunks through the streaming
@@ -48,12 +48,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, required=True)
     parser.add_argument("--model", help="model file; default: the bundled model (decoded with its word LM)")
+    parser.add_argument("--lm", help="the search's word LM: 'bundled', 'none' (greedy; a phone model's lexicon search) "
+                                     "or an ARPA file (default: bundled with the bundled model, none with --model)")
     parser.add_argument("--chunk-ms", type=float, default=500.0)
     parser.add_argument("--clips", type=int, default=40, help="distinct utterances to cycle through")
     parser.add_argument("--source", type=Path, help="manifest of the utterances to loop (default: the dev set)")
     args = parser.parse_args(argv)
     recognizer = Recognizer.load(args.model, threads=1)
-    decoder = Decoder.load(recognizer.tokenizer, "bundled" if args.model is None else None)
+    lm = args.lm or ("bundled" if args.model is None else "none")
+    decoder = Decoder.load(recognizer.tokenizer, None if lm == "none" else lm)
     clips = source_clips(args.clips, args.source)
     chunk = round(args.chunk_ms * SAMPLE_RATE / 1000)
     for _ in emissions(recognizer, looped_chunks(clips, 5.0, chunk), decoder):  # warm-up
