@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 PHONES = ("AA AE AH AO AW AY EH ER EY IH IY OW OY UH UW "
           "B CH D DH F G HH JH K L M N NG P R S SH T TH V W Y Z ZH").split()
 _PHONE_SET = frozenset(PHONES)
+_CANONICAL = {phone: phone for phone in _PHONE_SET}  # one string object a phone: 1.7 M pronounced phones share 39
 
 
 class LexiconError(ValueError):
@@ -51,6 +52,7 @@ class Lexicon:
         pron = tuple(pron)
         if not pron or not _PHONE_SET.issuperset(pron) or not word or " " in word:
             raise ValueError(f"bad lexicon entry {word!r}: {' '.join(pron) or 'no phones'}")
+        pron = tuple(map(_CANONICAL.__getitem__, pron))
         prons = self.entries.setdefault(word, [])
         if pron not in prons:
             prons.append(pron)
