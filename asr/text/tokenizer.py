@@ -82,7 +82,7 @@ class Tokenizer:
         `encode` uses (`spell`'s); the last word's without the boundary unit, as `encode` ends."""
         words = []
         for word in text.split():
-            spellings = [self.spell(word)] + [p for p in self.pronunciations(word)[1:]]
+            spellings = self.pronunciations(word) or [self.spell(word)]  # none: spell's <unk>
             words.append([[self._index[u] for u in units] for units in spellings])
         if self.word_boundary and words:
             words[-1] = [ids[:-1] for ids in words[-1]]
