@@ -164,7 +164,7 @@ def test_the_phone_arms_start_from_the_shipped_model(tmp_path):
     for arm in ("b", "c"):
         assert start.main([arm, "--minutes", "0", "--lexicon", str(lexicon), "--out", str(tmp_path / arm)]) == 0
         encoder, tokenizer, info = load_model(tmp_path / arm / "model.safetensors")
-        assert tokenizer.kind == "phone" and tokenizer.lexicon.entries == Lexicon(LEXICON).entries
+        assert tokenizer.kind == "phone" and dict(tokenizer.lexicon.items()) == LEXICON
         assert encoder.cfg.vocab_size == 42 and encoder.cfg.d_model == load_model()[0].cfg.d_model
         same = {k for k, v in encoder.state_dict().items() if v.shape == shipped[k].shape and torch.equal(v, shipped[k])}
         expected = {k for k in shipped if not k.startswith("ctc.")} if arm == "b" else {"cmvn.mean", "cmvn.std"}

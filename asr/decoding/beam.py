@@ -154,7 +154,7 @@ def phone_words(tokenizer: Tokenizer, words: list[str] | None, most: int | None)
     if tokenizer.lexicon is None:
         raise LMError("a phone model's search needs its pronunciation lexicon (Tokenizer.with_lexicon)")
     if words is None:
-        return list(tokenizer.lexicon.entries)
+        return tokenizer.lexicon.words()
     tokenizer.lexicon.fill(words[:most])
     return words
 
@@ -226,7 +226,7 @@ class WordLM:
         phones = self.tokenizer.kind == "phone"
         for unit_ids, index, score in itertools.chain(extra, self.entries):
             if phones:
-                homophones[key := tuple(unit_ids)] += 1
+                homophones[key := bytes(unit_ids)] += 1  # phone ids < 256: a key of 40 bytes, not a tuple's 100
                 if homophones[key] > _TRIE_LABELS:
                     continue
             trie.insert(unit_ids, index, score)

@@ -56,7 +56,8 @@ class G2P:
     """A trained letters -> phones network; `letters` and `phones` are its input and output alphabets."""
 
     def __init__(self, weights: dict[str, np.ndarray], config: dict, letters: str, phones: list[str]):
-        self.w, self.cfg, self.phone_names = weights, config, phones
+        self.w = {name: w for name, w in weights.items() if not name.startswith("rnn.")}  # the LSTM's: below
+        self.cfg, self.phone_names = config, phones
         self.letter_ids = {ch: i + 1 for i, ch in enumerate(letters)}  # 0 pads (and stands for unknown letters)
         self.rnn = {}  # (layer, reverse) -> (W_ih^T (D, 4H), W_hh^T (H, 4H), bias (4H,)), contiguous for the matmuls
         for layer in range(config["layers"]):

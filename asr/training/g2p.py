@@ -68,7 +68,7 @@ def held_out(word: str, percent: float) -> bool:
 def split(lexicon: Lexicon, percent: float) -> tuple[list[tuple[str, tuple[str, ...]]], dict[str, list[tuple[str, ...]]]]:
     """(training pairs (word, pronunciation), held-out words with all their pronunciations)."""
     train, test = [], {}
-    for word, prons in lexicon.entries.items():
+    for word, prons in lexicon.items():
         if held_out(word, percent):
             test[word] = prons
         elif all(ch in LETTERS for ch in word):

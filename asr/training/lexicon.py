@@ -61,7 +61,7 @@ def read_cmudict(path: str | Path) -> Lexicon:
                 lexicon.add(word, [strip_stress(p) for p in fields[1:]])
             except ValueError as err:
                 raise LexiconError(f"{path}: line {number}: {err}") from None
-    if not lexicon.entries:
+    if not len(lexicon):
         raise LexiconError(f"{path}: no pronunciations in it")
     return lexicon
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             added = lexicon.fill(vocabulary(path))
             print(f"{path}: {added} words spelled by the G2P", file=sys.stderr)
     lexicon.save(args.out)
-    lines = sum(len(p) for p in lexicon.entries.values())
+    lines = sum(len(prons) for _, prons in lexicon.items())
     print(f"{args.out}: {len(lexicon)} words, {lines} pronunciations", file=sys.stderr)
     return 0
 
