@@ -194,6 +194,9 @@ def test_a_lexicon_can_cover_a_vocabulary_with_the_g2p(tmp_path):
     lexicon = Lexicon.load(out)
     assert lexicon.pronunciations("READ") == [("R", "EH", "D"), ("R", "IY", "D")]  # CMUdict's, untouched
     assert set(lexicon.words()) == {"A", "DON'T", "READ", "AALBORG", "KATHLEEN", "CAT", "SAT"}
+    words = lexicon.words()  # the vocabularies' order first (the search keeps the first of alike homophones)
+    assert words[:2] == ["READ", "KATHLEEN"] and set(words[2:5]) == {"A", "CAT", "SAT"}
+    assert words[5:] == [w for w in read_cmudict(source).words() if w not in words[:5]]
     assert "vocab.txt: 1 words" in done.stderr and "lm.arpa: 2 words" in done.stderr
 
 

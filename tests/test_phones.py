@@ -153,6 +153,19 @@ def test_more_homophones_than_a_trie_node_holds_keep_the_likeliest(tmp_path, cap
     assert decoder.text(decoder.decode(emissions(tokenizer, spoken("K AA R", True)))) == "KARR"
 
 
+def test_homophones_the_search_cannot_tell_apart_leave_one_word(tmp_path):
+    """Homophones the LM scores alike (without an LM: all of them) tie in a hypothesis, so only float rounding,
+    which batching changes, would pick one: the trie keeps the first (the LM's likeliest, else the lexicon's)."""
+    spellings = {"TO": [("T", "UW")], "TOO": [("T", "UW")], "TWO": [("T", "UW")], "TEW": [("T", "UW")]}
+    tokenizer = Tokenizer("phone").with_lexicon(Lexicon(spellings))
+    labels = lambda lm: [lm.words.get_entry(i) for i in lm.trie.search(  # noqa: E731
+        [lm.units.get_index(u) for u in ("T", "UW", "|")]).labels]
+    assert labels(WordLM(tokenizer, None, BeamConfig(beam_size=16))) == ["TO"]
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(["TO TO TWO", "TOO TEW"]))  # after <s>: TO, TOO seen; TEW and TWO alike (backed off)
+    assert labels(WordLM(tokenizer, arpa, BeamConfig(beam_size=16))) == ["TO", "TEW", "TOO"]
+
+
 def test_the_phone_arms_start_from_the_shipped_model(tmp_path):
     """recipes/phones/start.py: b keeps every shipped tensor but the output layer; c only the CMVN statistics;
     both are states a continue.py period forks."""
@@ -160,12 +173,13 @@ def test_the_phone_arms_start_from_the_shipped_model(tmp_path):
     start = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(start)
     lexicon = Lexicon(LEXICON).save(tmp_path / "lexicon.txt")
-    shipped = load_model()[0].state_dict()
+    shipped_encoder = start.shipped_model()[0]  # the character model shipped when the A/B began (arm a's start)
+    shipped = shipped_encoder.state_dict()
     for arm in ("b", "c"):
         assert start.main([arm, "--minutes", "0", "--lexicon", str(lexicon), "--out", str(tmp_path / arm)]) == 0
         encoder, tokenizer, info = load_model(tmp_path / arm / "model.safetensors")
         assert tokenizer.kind == "phone" and dict(tokenizer.lexicon.items()) == LEXICON
-        assert encoder.cfg.vocab_size == 42 and encoder.cfg.d_model == load_model()[0].cfg.d_model
+        assert encoder.cfg.vocab_size == 42 and encoder.cfg.d_model == shipped_encoder.cfg.d_model
         same = {k for k, v in encoder.state_dict().items() if v.shape == shipped[k].shape and torch.equal(v, shipped[k])}
         expected = {k for k in shipped if not k.startswith("ctc.")} if arm == "b" else {"cmvn.mean", "cmvn.std"}
         assert same == expected, arm
@@ -246,3 +260,24 @@ def test_a_tiny_phone_model_overfits_twenty_utterances_and_decodes_words(tmp_pat
     hyps = [decoder.text(decoder.decode(recognizer.run(load_audio(r["audio"])))) for r in rows]
     refs = [normalize(r["text"]) for r in rows]
     assert jiwer.wer(refs, hyps) < 0.1, list(zip(refs, hyps))
+
+
+def test_a_phone_models_lexicon_can_be_replaced_and_its_weights_stay(tmp_path):
+    """scripts/set_lexicon.py: the new lexicon (its words and order) in the file, every tensor as stored."""
+    from asr.model.loader import save_model
+    tokenizer = Tokenizer("phone").with_lexicon(Lexicon(LEXICON))
+    model = tmp_path / "phones.safetensors"
+    save_model(model, tiny_encoder(vocab_size=tokenizer.vocab_size), tokenizer, {"steps": 3}, half=True)
+    newer = Lexicon({"BOOK": [("B", "UH", "K")], "READ": [("R", "IY", "D")], "CAT": [("K", "AE", "T")]})
+    out = tmp_path / "relexiconed.safetensors"
+    done = subprocess.run([sys.executable, "scripts/set_lexicon.py", str(model), str(newer.save(tmp_path / "l.txt")),
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (before, _, info), (after, again, info_after) = load_model(model), load_model(out)
+    assert again.lexicon.words() == ["BOOK", "READ", "CAT"] and again.lexicon.pronunciations("READ") == [("R", "IY", "D")]
+    assert info_after == info and out.stat().st_size < model.stat().st_size + 1000  # still float16
+    assert all(torch.equal(v, after.state_dict()[k]) for k, v in before.state_dict().items())
+    char_model = subprocess.run([sys.executable, "scripts/set_lexicon.py", str(ROOT / "recipes/phones/a/start/model.safetensors"),
+                                 str(tmp_path / "l.txt"), "--out", str(tmp_path / "x.safetensors")],
+                                cwd=ROOT, capture_output=True, text=True)
+    assert char_model.returncode == 1 and char_model.stderr.count("\n") == 1 and "no lexicon" in char_model.stderr

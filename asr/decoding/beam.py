@@ -20,7 +20,6 @@ and the best finished one would often be the one that left that word out.
 """
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import gzip
@@ -219,16 +218,22 @@ class WordLM:
             criterion_type=CriterionType.CTC)
 
     def build_trie(self, extra: list[tuple[list[int], int, float]]) -> Trie:
-        """The lexicon trie: every lexicon word, plus `extra` entries (unit ids, word label, score). A spelling
-        holds at most flashlight's 6 words (homophones, with phones): `extra`'s first, then the LM's likeliest
-        (letters spell each word apart, so only a phone model's trie counts them)."""
-        trie, homophones = Trie(len(self.units_list), self.silence), collections.Counter()
+        """The lexicon trie: every lexicon word, plus `extra` entries (unit ids, word label, score). A phone model's
+        spelling holds at most flashlight's 6 words (homophones): `extra`'s first, then the LM's likeliest; a word
+        spelled like one already there and scored alike at a sentence's start (two rare words the LM backs off
+        for; without an LM, every homophone) is left out, as the search could tell the two apart only by float
+        rounding, which batching changes (the first stays: the LM's likelier, or the lexicon's earlier). Letters
+        spell each word apart."""
+        trie, held = Trie(len(self.units_list), self.silence), {}  # spelling -> the scores of its words so far
         phones = self.tokenizer.kind == "phone"
-        for unit_ids, index, score in itertools.chain(extra, self.entries):
+        entries = itertools.chain(((*entry, True) for entry in extra), ((*entry, False) for entry in self.entries))
+        for unit_ids, index, score, is_extra in entries:
             if phones:
-                homophones[key := bytes(unit_ids)] += 1  # phone ids < 256: a key of 40 bytes, not a tuple's 100
-                if homophones[key] > _TRIE_LABELS:
+                key = bytes(unit_ids)  # phone ids < 256: a key of 40 bytes, not a tuple's 100
+                scores = held.get(key, ())
+                if len(scores) >= _TRIE_LABELS or (not is_extra and score in scores):
                     continue
+                held[key] = (*scores, score)
             trie.insert(unit_ids, index, score)
         trie.smear(SmearingMode.MAX)
         return trie

@@ -118,6 +118,11 @@ class Lexicon:
                     added += 1
         return added
 
+    def put_first(self, words: Iterable[str]) -> None:
+        """Reorder the words: `words` that the lexicon has first, in their order, then the others as they were."""
+        first = {word: self._stored[word] for word in words if word in self._stored}
+        self._stored = first | {word: stored for word, stored in self._stored.items() if word not in first}
+
     def to_text(self) -> str:
         return "".join(f"{word} {' '.join(pron)}\n" for word, prons in self.items() for pron in prons)
 

@@ -16,6 +16,9 @@ normalised transcript contains it.
 `--cover` adds the bundled G2P's pronunciation (`asr.text.g2p`) of every word of the given vocabularies that
 CMUdict lacks: an ARPA file's unigrams, or a word list (the first field of each line), normalised. A phone model
 trained with such a lexicon carries it, so a search over that LM spells its words without running the G2P.
+The lexicon's words are then in the vocabularies' order (an ARPA file's most probable first), CMUdict's other
+words after them: of homophones the search cannot tell apart, it keeps the first (`asr.decoding.beam`), so
+without an LM a phone model writes "TO", not CMUdict's alphabetically first "TEW".
 """
 from __future__ import annotations
 
@@ -98,9 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         from asr.text.g2p import load_g2p  # noqa: PLC0415
 
         lexicon.g2p = load_g2p()
+        covered = []
         for path in args.cover:
-            added = lexicon.fill(vocabulary(path))
+            words = vocabulary(path)
+            added = lexicon.fill(words)
+            covered += words
             print(f"{path}: {added} words spelled by the G2P", file=sys.stderr)
+        lexicon.put_first(covered)
     lexicon.save(args.out)
     lines = sum(len(prons) for _, prons in lexicon.items())
     print(f"{args.out}: {len(lexicon)} words, {lines} pronunciations", file=sys.stderr)

@@ -16,6 +16,10 @@ periods then train everything. c: new weights at the shipped model's shapes (see
 statistics (the training audio's mean and spread: data statistics, not learned weights).
 The state continues the Kokoro slices after arm a's of the native A/B (recipes/native/a/state), so a phone arm's
 first period renders sentences no arm has heard.
+
+"The shipped model" is the character model shipped when the A/B began (2026-12-02): once arm a's start holds it
+(`recipes/phones/a/start/model.safetensors`, committed), every arm takes it from there, whatever the package
+ships by then; before that, from the package.
 """
 from __future__ import annotations
 
@@ -38,11 +42,17 @@ from asr.text.lexicon import Lexicon  # noqa: E402
 from asr.text.tokenizer import Tokenizer  # noqa: E402
 
 FROZEN_OUT = "ctc."  # the output layer: the only tensors that do not come from the shipped model in arm b
+REFERENCE = ROOT / "recipes" / "phones" / "a" / "start" / "model.safetensors"  # arm a's start: the A/B's shipped model
+
+
+def shipped_model() -> tuple[Encoder, Tokenizer, dict]:
+    """The character model shipped when the A/B began: arm a's start once written, else the package's."""
+    return load_model(REFERENCE if REFERENCE.is_file() else None)
 
 
 def phone_model(arm: str, lexicon: Path, word_boundary: bool, seed: int = 0) -> tuple[Encoder, Tokenizer]:
     """Arm b's or c's model before any training (see the module doc)."""
-    shipped, _, _ = load_model()
+    shipped, _, _ = shipped_model()
     tokenizer = Tokenizer("phone", word_boundary=word_boundary).with_lexicon(Lexicon.load(lexicon, g2p=bundled_g2p()))
     torch.manual_seed(seed)
     encoder = Encoder(replace(shipped.cfg, vocab_size=tokenizer.vocab_size))
@@ -82,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_intermixed_args(argv)
     out = a.out or ROOT / "recipes" / "phones" / a.arm / "start"
     if a.arm == "a":
-        shipped, tokenizer, info = load_model()
+        shipped, tokenizer, info = shipped_model()
         write_start(out, shipped, tokenizer, {"arm": "a", "from": "asr/pretrained/default.safetensors", **info}, 0, 0.0)
         print(f"start: {out} (arm a: the shipped model)", file=sys.stderr)
         return 0
