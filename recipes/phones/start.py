@@ -17,9 +17,9 @@ statistics (the training audio's mean and spread: data statistics, not learned w
 The state continues the Kokoro slices after arm a's of the native A/B (recipes/native/a/state), so a phone arm's
 first period renders sentences no arm has heard.
 
-"The shipped model" is the character model shipped when the A/B began (2026-12-02): once arm a's start holds it
-(`recipes/phones/a/start/model.safetensors`, committed), every arm takes it from there, whatever the package
-ships by then; before that, from the package.
+"The shipped model" is the character model shipped when the A/B began (2026-12-02), whatever the package ships
+now: git keeps it as the blob REFERENCE_BLOB (that file's content at the time, named by its hash), which
+`shipped_model()` writes to `recipes/phones/a/start/model.safetensors` (git-ignored) on first use.
 """
 from __future__ import annotations
 
@@ -43,11 +43,18 @@ from asr.text.tokenizer import Tokenizer  # noqa: E402
 
 FROZEN_OUT = "ctc."  # the output layer: the only tensors that do not come from the shipped model in arm b
 REFERENCE = ROOT / "recipes" / "phones" / "a" / "start" / "model.safetensors"  # arm a's start: the A/B's shipped model
+REFERENCE_BLOB = "eaf03704b834de9d47756436366f0270e6b3275f"  # git's hash of asr/pretrained/default.safetensors then
 
 
 def shipped_model() -> tuple[Encoder, Tokenizer, dict]:
-    """The character model shipped when the A/B began: arm a's start once written, else the package's."""
-    return load_model(REFERENCE if REFERENCE.is_file() else None)
+    """The character model shipped when the A/B began, from git's history (written to REFERENCE once)."""
+    if not REFERENCE.is_file():
+        blob = subprocess.run(["git", "cat-file", "blob", REFERENCE_BLOB], cwd=ROOT, capture_output=True)
+        if blob.returncode:
+            sys.exit(f"start: error: git has no blob {REFERENCE_BLOB} (the A/B's shipped model): a full clone keeps it")
+        REFERENCE.parent.mkdir(parents=True, exist_ok=True)
+        REFERENCE.write_bytes(blob.stdout)
+    return load_model(REFERENCE)
 
 
 def phone_model(arm: str, lexicon: Path, word_boundary: bool, seed: int = 0) -> tuple[Encoder, Tokenizer]:
