@@ -283,3 +283,22 @@ def test_a_phone_models_lexicon_can_be_replaced_and_its_weights_stay(tmp_path):
                                  str(tmp_path / "l.txt"), "--out", str(tmp_path / "x.safetensors")],
                                 cwd=ROOT, capture_output=True, text=True)
     assert char_model.returncode == 1 and char_model.stderr.count("\n") == 1 and "no lexicon" in char_model.stderr
+
+
+def test_fine_tunings_greedy_score_of_a_phone_model_is_its_lexicon_search(tmp_path, monkeypatch):
+    """asr.finetune scores a model greedy and beam before and after; a phone model has no greedy text, so its
+    "greedy" row is the lexicon searched without an LM, as every tool's --greedy (it read 100% WER before)."""
+    import argparse
+
+    from asr.model.loader import save_model
+    from asr.training.finetune import pipeline
+    tokenizer = Tokenizer("phone").with_lexicon(Lexicon(LEXICON))
+    model = tmp_path / "phones.safetensors"
+    save_model(model, tiny_encoder(vocab_size=tokenizer.vocab_size), tokenizer, {}, half=True)
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(CORPUS))
+    kinds = []
+    monkeypatch.setattr(pipeline.report, "score",
+                        lambda recognizer, utts, decoder: kinds.append(decoder.kind) or {"wer": 0.0})
+    pipeline.score_model(model, [], {"greedy": None, "beam": arpa}, argparse.Namespace(threads=1, device=None))
+    assert kinds == ["lexicon", "beam"]

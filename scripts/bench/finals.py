@@ -1,6 +1,7 @@
 """End of speech -> final for two models in one run, at one or more trailing silences (a developer bench).
 
-    python scripts/bench/finals.py [--model M] [--baseline M2 --baseline-lm LM2 --baseline-lm-weight W2]
+    python scripts/bench/finals.py [--model M] [--baseline M2 --baseline-lm LM2 --baseline-lm-weight W2
+                                   --baseline-word-score S2]
                                    [--trailing-silence 0.4 0.3] [--limit 30]
 
 Streams the first --limit utterances of speechocean762 dev and LibriSpeech dev-clean-2, each followed by 3 s of
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", help="a second model, measured the same way right after")
     p.add_argument("--baseline-lm", help="the second model's word LM (default: the bundled one)")
     p.add_argument("--baseline-lm-weight", type=float, default=BeamConfig().lm_weight)
+    p.add_argument("--baseline-word-score", type=float, default=BeamConfig().word_score)
     p.add_argument("--trailing-silence", type=float, nargs="+", default=[EndpointConfig().trailing_silence])
     p.add_argument("--limit", type=int, default=30, help="utterances per set")
     args = p.parse_args(argv)
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     models = [(args.model or "bundled", args.model, "bundled", BeamConfig())]
     if args.baseline:
         models.append((args.baseline, args.baseline, args.baseline_lm or "bundled",
-                       BeamConfig(lm_weight=args.baseline_lm_weight)))
+                       BeamConfig(lm_weight=args.baseline_lm_weight, word_score=args.baseline_word_score)))
     print(f"| model | trailing silence (s) | end of speech -> final median / p95 (s) | endpointed / not "
           f"({len(clips)} utterances) |\n|---|---:|---|---|")
     for name, path, lm, beam in models:

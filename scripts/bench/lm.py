@@ -3,12 +3,14 @@
     python scripts/bench/lm.py --lm asr/pretrained/default.arpa.gz \
         --baseline old/default.arpa --baseline-args '--lexicon-words 20000 --beam-size 128 --lm-weight 1.5 --word-score 0' \
         [--lm-args '...'] [--limit 30] [--runs 3] [--out benchmarks/] [--name lm]
+    python scripts/bench/lm.py --baseline asr/pretrained/default.arpa.gz --baseline-args '--onnx-dir OLD/onnx ...'
 
 For each: the file's size; the time from starting `python -m asr.transcribe --backend onnx` on a 5.5 s file (the
 two shipped examples) to its first line of text, the median of --runs runs; the peak RSS of the same command on a
 33 s file (the examples six times over, with pauses); and the compute per 500 ms chunk (model step, search and
 partial, one thread, p50 and p95) streaming the first --limit dev-clean-2 utterances as asr.stream does, in a
-process that cannot import torch. The server's knee (streams at p95 < 250 ms) is scripts/bench/serve.py's, run
+process that cannot import torch. `--onnx-dir` in an LM's args puts another exported model under it (two models
+with one LM). The server's knee (streams at p95 < 250 ms) is scripts/bench/serve.py's, run
 with --server-args '--lm NEW ...' --baseline '--lm OLD ...'. Writes OUT/NAME.md (a table) and OUT/NAME.json;
 refuses to write into benchmarks/ on a busy machine (bench/quiet.py).
 """
@@ -82,8 +84,8 @@ def mix_s(lm: Path, folder: Path) -> float:
 
 
 def chunk_worker(lm: str, args: list[str], limit: int) -> dict:
-    """Stream the first `limit` dev utterances through the bundled ONNX export with `lm` (500 ms chunks, one thread),
-    in this process, which must not import torch."""
+    """Stream the first `limit` dev utterances through the bundled ONNX export (or `--onnx-dir` in `args`) with `lm`
+    (500 ms chunks, one thread), in this process, which must not import torch."""
     sys.modules["torch"] = None
     from asr import cli  # noqa: PLC0415
     from asr.audio.files import load_audio  # noqa: PLC0415
@@ -96,9 +98,10 @@ def chunk_worker(lm: str, args: list[str], limit: int) -> dict:
 
     parser = cli.new_parser("bench.lm", "")
     cli.add_decoder_args(parser)
+    parser.add_argument("--onnx-dir", type=Path, default=bundled("onnx"))
     o = parser.parse_args(args)
     cfg = BeamConfig(o.beam_size, o.lm_weight, o.word_score, o.lexicon_words, o.beam_threshold, o.token_beam)
-    recognizer = Recognizer.load(bundled("onnx") / "encoder.onnx", backend="onnx", threads=1)
+    recognizer = Recognizer.load(o.onnx_dir / "encoder.onnx", backend="onnx", threads=1)
     began = time.perf_counter()
     decoder = Decoder.load(recognizer.tokenizer, lm, cfg, restorer=None)
     load_s = time.perf_counter() - began

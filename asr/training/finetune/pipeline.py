@@ -61,13 +61,16 @@ def cached(path: Path, compute: Callable[[], dict]) -> dict:
 
 def score_model(model: str | Path | None, utterances: list[Utterance], lms: dict[str, Path | None],
                 args: argparse.Namespace) -> dict:
-    """Scores of one model on `utterances`: one decoder each (name -> its word LM; None: greedy)."""
+    """Scores of one model on `utterances`: one decoder each (name -> its word LM; None: greedy, which for a phone
+    model is its lexicon searched without an LM, as every tool's --greedy)."""
     recognizer = api.load_recognizer(model, threads=args.threads, device=args.device if wants_gpu(args.device) else None)
     scores = {}
     for name, lm in lms.items():
-        decoder = Decoder(recognizer.tokenizer, WordLM(recognizer.tokenizer, lm, BeamConfig()) if lm else None)
+        searched = lm is not None or recognizer.tokenizer.kind == "phone"
+        decoder = Decoder(recognizer.tokenizer, WordLM(recognizer.tokenizer, lm, BeamConfig()) if searched else None)
         scores[name] = report.score(recognizer, utterances, decoder)
-        note(f"{name}: WER {scores[name]['wer']:.2f} ({model or 'the bundled model'})")
+        how = " (phones: the lexicon without an LM)" if decoder.kind == "lexicon" else ""
+        note(f"{name}{how}: WER {scores[name]['wer']:.2f} ({model or 'the bundled model'})")
     return scores
 
 
