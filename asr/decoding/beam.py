@@ -49,12 +49,12 @@ class LMError(ValueError):
 
 @dataclass
 class BeamConfig:
-    beam_size: int = 512  # hypotheses kept per frame. With the bundled model and LM on dev-clean-2's first 300
-    # utterances (2026-12-03, LM weight 1.5, word score 1): 64 52.81, 128 50.94, 256 49.64, 512 48.37, 1024 47.97 %
-    lm_weight: float = 1.75  # weight and word score tuned for the bundled model and LM on both dev sets together
-    word_score: float = 0.5  # (recipes/lm/README.md, 2026-12-03, beam 512): the lowest sum of the two WERs,
-    # speechocean762 dev 46.62 and dev-clean-2's first 300 48.22 (all of it: 48.03); 47.60 / 48.10 at 1.5 / 0,
-    # 45.96 / 49.15 at 2.0 / 0.5
+    beam_size: int = 512  # hypotheses kept per frame. With the letter model shipped before and the LM on
+    # dev-clean-2's first 300 utterances (2026-12-03, LM weight 1.5, word score 1): 64 52.81, 128 50.94,
+    # 256 49.64, 512 48.37, 1024 47.97 %
+    lm_weight: float = 2.25  # weight and word score tuned for the bundled phone model and LM (2026-12-03, beam 512)
+    word_score: float = -1.0  # on LibriSpeech speaker 8226, held out of every training mixture (118 utterances):
+    # 12.91% WER; 2.0 / -1 13.47, 2.5 / -1 12.94, 2.25 / -0.5 13.49, 1.75 / 0.5 (the letter model's) 15.88
     lexicon_words: int | None = None  # the LM's most probable words that the search may output (None: all). The
     # bundled LM's 206k words leave 0.45% of dev-clean-2's words out (its 100k most probable: 0.88%)
     beam_threshold: float = 12.0  # drop hypotheses scoring this far below the frame's best. At beam 512 (2026-12-03)
