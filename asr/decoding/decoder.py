@@ -46,6 +46,12 @@ class Search(Protocol):
         """After `final`: the competing final hypotheses as (score, tokens), best first ([] for greedy)."""
 
 
+def searches_words(tokenizer: Tokenizer, lm: object) -> bool:
+    """Whether decoding with `lm` (None: no LM) is the word search: with an LM, and always for a phone model, whose
+    phones spell no words (without an LM it searches its lexicon, every word alike)."""
+    return lm is not None or tokenizer.kind == "phone"
+
+
 class Decoder:
     """Greedy CTC (`lm=None`) or the lexicon beam search over `lm`; makes one search per segment.
     With a `restorer`, finals are also given as cased, punctuated text (`restore`), and with `written`,
@@ -84,8 +90,7 @@ class Decoder:
             restorer = load_restorer() if bundled_restorer() is not None else None
         if not 0.0 <= hotword_min_confidence <= 1.0:
             raise ValueError(f"the hotwords' minimum confidence must be in [0, 1] (got {hotword_min_confidence})")
-        # A phone model has no greedy text: without an LM it searches its lexicon, every word alike.
-        word_lm = WordLM.shared(tokenizer, lm, cfg) if lm is not None or tokenizer.kind == "phone" else None
+        word_lm = WordLM.shared(tokenizer, lm, cfg) if searches_words(tokenizer, lm) else None
         return cls(tokenizer, word_lm, restorer=restorer,
                    hotword_min_confidence=hotword_min_confidence,
                    written=WrittenForm() if written and restorer is not None and written_available() else None)

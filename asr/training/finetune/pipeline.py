@@ -28,7 +28,7 @@ from asr.audio.files import load_audio
 from asr.corpus.build import Report
 from asr.corpus.manifest import Utterance, read_manifest, write_manifest
 from asr.decoding.beam import BeamConfig, WordLM
-from asr.decoding.decoder import Decoder
+from asr.decoding.decoder import Decoder, searches_words
 from asr.model.device import torch_device, wants_gpu
 from asr.model.errors import ModelError
 from asr.model.folder import CARD, LM, WEIGHTS, folder_lm, model_folder
@@ -66,8 +66,8 @@ def score_model(model: str | Path | None, utterances: list[Utterance], lms: dict
     recognizer = api.load_recognizer(model, threads=args.threads, device=args.device if wants_gpu(args.device) else None)
     scores = {}
     for name, lm in lms.items():
-        searched = lm is not None or recognizer.tokenizer.kind == "phone"
-        decoder = Decoder(recognizer.tokenizer, WordLM(recognizer.tokenizer, lm, BeamConfig()) if searched else None)
+        search = WordLM(recognizer.tokenizer, lm, BeamConfig()) if searches_words(recognizer.tokenizer, lm) else None
+        decoder = Decoder(recognizer.tokenizer, search)  # its own LM, not WordLM.shared: freed before training
         scores[name] = report.score(recognizer, utterances, decoder)
         how = " (phones: the lexicon without an LM)" if decoder.kind == "lexicon" else ""
         note(f"{name}{how}: WER {scores[name]['wer']:.2f} ({model or 'the bundled model'})")
