@@ -151,7 +151,7 @@ def step_split(work: Path) -> dict | None:
 
 def progress_row(period: dict, work: Path, machine: dict) -> dict:
     """The period's row of benchmarks/training_progress.jsonl (WER in %, minutes of wall time)."""
-    previous, kokoro = period["previous"], period["kokoro_slice"]
+    previous, kokoro = period["previous"], period["kokoro_slice"] or {}
     return {"period": period["period"], "date": time.strftime("%Y-%m-%d", time.gmtime()),
             "steps": previous["steps"] + period_steps(work),
             "train_minutes": round(previous["train_minutes"] + period["timings"]["train"], 1),
@@ -259,7 +259,8 @@ def write_state(state_dir: Path, work: Path, period: dict, row: dict, weights_on
     candidate_carried = carried <= STATE_BUDGET_BYTES and not weights_only
     if not candidate_carried:  # e.g. Whisper base's shapes, 40 MB each: the next period's candidate is its own mean
         (state_dir / "candidate.safetensors").unlink()
-    slices = period["previous"]["kokoro_slices"] + [{"period": period["period"], **period["kokoro_slice"]}]
+    heard = [{"period": period["period"], **period["kokoro_slice"]}] if period["kokoro_slice"] else []
+    slices = period["previous"]["kokoro_slices"] + heard
     for s in slices:
         s["manifest"] = Path(s["manifest"]).name  # this machine's paths stay out of the repo
     _write_json(state_dir / "state.json", {

@@ -8,6 +8,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 
 from asr.training.anchor import AnchorConfig
+from asr.training.crf import CriterionConfig
 from asr.training.data import DataConfig
 from asr.training.distill import DistillConfig
 from asr.model.config import EncoderConfig
@@ -32,7 +33,7 @@ class TrainerConfig:
     devices: str = "auto"
     num_nodes: int = 1
     strategy: str = "auto"  # e.g. ddp
-    precision: str = "32-true"  # e.g. bf16-mixed on GPUs
+    precision: str = "32-true"  # e.g. bf16-mixed on GPUs; auto: bf16-mixed where the CPU has AMX (or a GPU bf16)
     max_epochs: int = 100
     max_steps: int = -1
     max_time: str | None = None  # e.g. "00:01:30:00" (DD:HH:MM:SS)
@@ -63,6 +64,7 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    criterion: CriterionConfig = field(default_factory=CriterionConfig)  # ctc | crf (conf/criterion/)
     distill: DistillConfig = field(default_factory=DistillConfig)  # a teacher's cached frames as a second loss
     anchor: AnchorConfig = field(default_factory=AnchorConfig)  # a pull toward the starting model (a fine-tune)
     run_dir: str = "runs/default"  # logs, checkpoints and the exported model; a rerun resumes here

@@ -1,4 +1,4 @@
-"""LightningModule: CTC loss (plus, optionally, distillation from a teacher's cached frames and an anchor to
+"""LightningModule: CTC or CTC-CRF loss (plus, optionally, distillation from a teacher's cached frames and an anchor to
 the starting model), AdamW with warm-up and cosine decay, validation WER/CER."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from asr.model.encoder import Encoder, EncoderConfig
 from asr.text.tokenizer import Tokenizer
 from asr.training.anchor import Anchor, AnchorConfig
 from asr.training.config import OptimConfig
+from asr.training.crf import DenominatorGraph, crf_loss
 from asr.training.distill import DistillConfig, DistillHead
 from asr.training.pronunciations import choose
 
@@ -46,6 +47,8 @@ class CTCModule(L.LightningModule):
         self.distill: DistillHead | None = None
         self.distill_weight = 0.0
         self.anchor: Anchor | None = None  # a plain attribute: not a submodule, so in no checkpoint or optimizer
+        self.denominator: DenominatorGraph | None = None  # CTC-CRF's phone-LM graph (None: plain CTC)
+        self.ctc_weight = 0.0
         self.chunk_choices: list[int] = []
         self.hyps: list[str] = []
         self.refs: list[str] = []
@@ -57,6 +60,10 @@ class CTCModule(L.LightningModule):
     def attach_anchor(self, cfg: AnchorConfig) -> None:
         """Train with a pull toward the weights (or outputs) the encoder holds now: the starting model."""
         self.anchor = Anchor(cfg, self.encoder)
+
+    def attach_crf(self, graph: DenominatorGraph, ctc_weight: float) -> None:
+        """Train (and validate) with the CTC-CRF loss over `graph` instead of plain CTC (`asr.training.crf`)."""
+        self.denominator, self.ctc_weight = graph, ctc_weight
 
     def on_fit_start(self) -> None:
         if self.anchor is not None:
@@ -76,8 +83,12 @@ class CTCModule(L.LightningModule):
         targets, target_lens = batch["targets"], batch["target_lens"]
         if "alternatives" in batch:  # phones: each word spelled as the model aligns best (tokenizer.pronunciations)
             targets, target_lens = choose(logprobs.detach(), out_lens, targets, target_lens, batch["alternatives"])
-        loss = F.ctc_loss(logprobs.transpose(0, 1), targets, out_lens, target_lens,
-                          blank=0, reduction="sum", zero_infinity=True)
+        logprobs = logprobs.float()  # the loss in float32 (float64 inside CTC-CRF) under bf16 autocast too
+        if self.denominator is not None:
+            loss = crf_loss(logprobs, out_lens, targets, target_lens, self.denominator, self.ctc_weight)
+        else:
+            loss = F.ctc_loss(logprobs.transpose(0, 1), targets, out_lens, target_lens,
+                              blank=0, reduction="sum", zero_infinity=True)
         return loss / target_lens.sum().clamp_min(1), logprobs, out_lens
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
@@ -121,11 +132,17 @@ class CTCModule(L.LightningModule):
             self.log("val_cer", 100 * jiwer.cer(list(refs), list(hyps)), sync_dist=True)
         self.hyps, self.refs = [], []
 
+    @property
+    def mixed_precision(self) -> bool:
+        """Whether the trainer runs the forward under autocast (trainer.precision bf16-mixed or 16-mixed)."""
+        return self._trainer is not None and "mixed" in str(self.trainer.precision)
+
     def configure_optimizers(self):
         cfg = self.optim_cfg
         decay = [p for n, p in self.named_parameters() if p.ndim >= 2 and "distance_bias" not in n]
         no_decay = [p for n, p in self.named_parameters() if not (p.ndim >= 2 and "distance_bias" not in n)]
         optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
-                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=tuple(cfg.betas), fused=True)
+                                       {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=tuple(cfg.betas),
+                                      fused=not self.mixed_precision)  # Lightning clips no fused optimizer's gradients under autocast
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: warmup_cosine(step, cfg))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

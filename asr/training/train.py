@@ -27,7 +27,8 @@ from asr.text.lexicon import Lexicon
 from asr.text.normalize import normalize
 from asr.text.tokenizer import Tokenizer
 from asr.training.anchor import enabled as anchor_enabled
-from asr.training.config import OptimConfig, TokenizerConfig, TrainConfig, register_configs
+from asr.training.config import OptimConfig, TokenizerConfig, TrainConfig, TrainerConfig, register_configs
+from asr.training.crf import CriterionConfig, DenominatorGraph, PhoneLM
 from asr.training.data import SpeechDataset, load_sources
 from asr.training.pronunciations import CHOICES
 from asr.training.datamodule import SpeechDataModule
@@ -146,6 +147,40 @@ def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeou
     return module
 
 
+def has_amx() -> bool:
+    """Whether this CPU multiplies bfloat16 matrices in hardware (Intel AMX), where bf16 autocast pays."""
+    cpuinfo = Path("/proc/cpuinfo")
+    return cpuinfo.exists() and "amx_bf16" in cpuinfo.read_text()
+
+
+def trainer_options(cfg: TrainerConfig) -> dict:
+    """lightning.Trainer's keyword arguments; precision "auto" resolved for this machine: bf16 autocast where
+    it is fast (a GPU with bfloat16, a CPU with AMX), float32 elsewhere."""
+    options = OmegaConf.to_container(OmegaConf.structured(cfg))
+    if options["precision"] == "auto":
+        gpu = options["accelerator"] in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+        fast = torch.cuda.is_bf16_supported() if gpu else has_amx()
+        options["precision"] = "bf16-mixed" if fast else "32-true"
+        log.info("trainer.precision=auto: %s", options["precision"])
+    return options
+
+
+def attach_criterion(module: CTCModule, cfg: CriterionConfig, train_utts: list, run_dir: Path) -> None:
+    """CTC-CRF: the denominator's phone LM estimated on the training transcripts (as the model's units, each
+    word spelled as its targets are), written to run_dir/phone_lm.txt; plain CTC needs nothing."""
+    if cfg.kind == "ctc":
+        return
+    if cfg.kind != "crf":
+        raise ValueError(f"criterion.kind={cfg.kind!r}: one of ctc, crf")
+    sentences = {normalize(u.text) for u in train_utts}
+    lm = PhoneLM.estimate((module.tokenizer.encode(text) for text in sorted(sentences)), cfg.order)
+    graph = DenominatorGraph(lm)
+    lm.write(run_dir / "phone_lm.txt", names=module.tokenizer.units())
+    log.info("criterion crf: %d-gram over %d sentences, %d histories, %d states, %d arcs, lambda %g", cfg.order,
+             len(sentences), len(lm.counts), graph.n_states, graph.n_arcs, cfg.ctc_weight)
+    module.attach_crf(graph, cfg.ctc_weight)
+
+
 class WallClockStop(L.Callback):
     """Ends fitting once `minutes` of wall time have passed since it started, or at the Unix time `stop_at`
     if that comes first, saving `last` first, so a run given a time budget (a working period, a lent
@@ -230,7 +265,7 @@ def train(cfg: TrainConfig, extra_callbacks: list[L.Callback] = ()) -> Path:
     if cfg.stop_after_minutes is not None or cfg.stop_at is not None:
         callbacks.append(WallClockStop(cfg.stop_after_minutes, last, cfg.stop_at))
     # The batch sampler shards itself across ranks (BucketBatchSampler): Lightning must not try to.
-    trainer = L.Trainer(**OmegaConf.to_container(OmegaConf.structured(cfg.trainer)),
+    trainer = L.Trainer(**trainer_options(cfg.trainer),
                         default_root_dir=run_dir, logger=CSVLogger(run_dir, name="logs"),
                         callbacks=callbacks, use_distributed_sampler=False)
     # The ranks are known once the Trainer exists (from the launcher's environment).
@@ -253,6 +288,7 @@ def train(cfg: TrainConfig, extra_callbacks: list[L.Callback] = ()) -> Path:
     aligned = cfg.tokenizer.pronunciations == "aligned" and module.tokenizer.kind == "phone"
     data = SpeechDataModule(cfg.data, module.tokenizer, cfg.distill.teacher_dir if distill_enabled(cfg.distill) else None,
                             alternatives=aligned)
+    attach_criterion(module, cfg.criterion, data.train_utts, run_dir)
     log.info("train %d utts (%.1f h), valid %d utts, %.2fM parameters", len(data.train_utts),
              sum(u.duration for u in data.train_utts) / 3600, len(data.valid_utts),
              sum(p.numel() for p in module.encoder.parameters()) / 1e6)

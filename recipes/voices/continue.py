@@ -51,6 +51,8 @@ def build_data(a: argparse.Namespace, period: dict, work: Path) -> None:
     (with --shared-base: its Kokoro slice only, beside the voices another arm rendered; with --kokoro-slice: the
     cheaper voices only; with --skip-data: the ones already there, e.g. made by a test)."""
     kokoro = period["kokoro_slice"]
+    if kokoro is None:  # --no-synthetic: the experiment trains on real corpora only
+        return
     if not a.skip_data:
         if a.shared_base and not (a.synthetic / "train.jsonl").exists():
             sys.exit(f"continue: error: --shared-base: no {a.synthetic / 'train.jsonl'} yet (another arm's data phase "
@@ -80,6 +82,8 @@ def build_data(a: argparse.Namespace, period: dict, work: Path) -> None:
 
 def data_overrides(a: argparse.Namespace, period: dict) -> list[str]:
     """The period's corpora in the experiment's training list: the cheaper voices and its Kokoro slice."""
+    if period["kokoro_slice"] is None:
+        return [f"data.root={a.data_root}"]
     return [f"data.root={a.data_root}", f"data.train.2.manifest={a.synthetic / 'train.jsonl'}",
             f"data.train.3.manifest={period['kokoro_slice']['manifest']}"]
 
@@ -183,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="also score Kathleen's held-out prompts (data/kathleen/kathleen.jsonl: recipes/phones/kathleen.py)")
     p.add_argument("--progress", type=Path, default=ROOT / "benchmarks" / "training_progress.jsonl")
     p.add_argument("--skip-data", action="store_true", help="use the corpora already on disk (tests)")
+    p.add_argument("--no-synthetic", action="store_true",
+                   help="the experiment has no synthetic corpora (conf/experiment/crf.yaml): nothing is rendered and "
+                        "no Kokoro slice is taken")
     p.add_argument("--shared-base", action="store_true",
                    help="render this period's Kokoro slice only and train on the cheaper voices' corpus already on "
                         "disk (an arm beside another that rendered it, whose Kokoro slice differs)")
@@ -230,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     if period["period"] == 1 and a.start != "grown" and not period["timings"]:
         period.update(init_from=None, state_from=a.start)
         origin = f"new run: {a.start}"
+    if a.no_synthetic and not period["timings"]:
+        period["kokoro_slice"] = None
     if a.kokoro_slice and not period["timings"]:
         period["kokoro_slice"] = taken_slice(a.kokoro_slice.resolve(), period["previous"]["kokoro_slices"])
     work = a.work / f"p{period['period']:03d}"
