@@ -157,7 +157,7 @@ def progress_row(period: dict, work: Path, machine: dict) -> dict:
             "train_minutes": round(previous["train_minutes"] + period["timings"]["train"], 1),
             "kokoro_hours_seen": round(previous["kokoro_hours_seen"] + kokoro.get("hours", 0.0), 2),
             "candidate": "mean with the previous candidate" if period.get("previous_candidate") else "period mean",
-            **period["wers"], "machine": machine, "phase_minutes": period["timings"],
+            **period["wers"], **({"search": period["search"]} if "search" in period else {}), "machine": machine, "phase_minutes": period["timings"],
             "step_split": step_split(work), "overrides": period.get("overrides", [])}
 
 

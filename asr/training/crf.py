@@ -21,6 +21,7 @@ back-off (Kaldi's chain denominator makes the same choice): every training sente
 """
 from __future__ import annotations
 
+import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,8 +128,10 @@ class DenominatorGraph:
         size = (len(labels), len(labels))
         coo = torch.sparse_coo_tensor(torch.tensor([rows, cols]), torch.tensor(weights, dtype=torch.float64), size)
         self.dense = len(labels) <= self.DENSE_UP_TO
-        self.forward_op = coo.to_dense() if self.dense else coo.coalesce().to_sparse_csr()  # A: alpha @ A
-        self.backward_op = self.forward_op.T.contiguous() if self.dense else coo.t().coalesce().to_sparse_csr()
+        with warnings.catch_warnings():  # "sparse CSR support is in beta": sparse @ dense is all this uses
+            warnings.simplefilter("ignore", UserWarning)
+            self.forward_op = coo.to_dense() if self.dense else coo.coalesce().to_sparse_csr()  # A: alpha @ A
+            self.backward_op = self.forward_op.T.contiguous() if self.dense else coo.t().coalesce().to_sparse_csr()
 
     @property
     def n_states(self) -> int:

@@ -106,7 +106,8 @@ def score(a: argparse.Namespace, model: Path, out: Path) -> dict[str, float]:
     out.mkdir(parents=True, exist_ok=True)
     sets = carry.score_sets(a.data_root, a.check_sets, a.kathleen)
     limit = ["--limit", str(a.score_limit)] if a.score_limit else []
-    lm = ["--lm", str(a.lm)] if a.lm else []
+    lm = (["--lm", str(a.lm)] if a.lm else []) + [f"--{name}={value}" for name, value in
+                                                   (("lm-weight", a.lm_weight), ("word-score", a.word_score)) if value is not None]
     commands = [[sys.executable, "-m", "asr.evaluate", *args, *limit, "--model", str(model), f"--{decoding}",
                  *(lm if decoding == "beam" else []), "--report", str(out / f"{name}.json")]
                 for name, (args, decoding) in sets.items() if not (out / f"{name}.json").exists()]
@@ -173,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--experiment", default="voices_continue",
                    help="the training mixture (conf/experiment/; native_continue adds LibriSpeech and VCTK)")
     p.add_argument("--lm", type=Path, help="the word LM of the beam-search scores (default: the bundled one)")
+    p.add_argument("--lm-weight", type=float, help="the beam-search scores' LM weight (default: the search's own)")
+    p.add_argument("--word-score", type=float, help="the beam-search scores' word score (default: the search's own)")
     p.add_argument("--teacher", type=Path, metavar="DIR",
                    help="distil from this teacher cache (the data phase fills it for the period's corpora; the "
                         "experiment sets distill.weight)")
@@ -215,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if a.score_default:
         wers = score(a, carry.DEFAULT_MODEL, a.work / "default_scores")
-        carry.write_reference(a.progress, wers)
+        carry.write_reference(a.progress, {**wers, **{k: v for k, v in (("lm_weight", a.lm_weight),
+                                                                         ("word_score", a.word_score)) if v is not None}})
         if a.progress.exists():
             carry.plot_progress(a.progress, a.progress.with_suffix(".png"))
         print(f"continue: the shipped model: {json.dumps(wers)}", flush=True)
@@ -265,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.monotonic()
         actions[name]()
         period["timings"][name] = round((time.monotonic() - start) / 60, 1)
+        if name == "score":
+            period["search"] = {"lm_weight": a.lm_weight, "word_score": a.word_score}
         carry.save_period(work, period)
     if "saved" not in period["timings"]:
         row = carry.progress_row(period, work, period.get("machine", machine()))

@@ -1,11 +1,12 @@
 """The A/Bs of carried runs: one table and one curve from the arms' progress rows.
 
-    python scripts/bench/ab.py [--ab ab|native|phones] [--benchmarks benchmarks]
+    python scripts/bench/ab.py [--ab ab|native|phones|crf] [--benchmarks benchmarks]
 
 `--ab ab` is the A/B of starting points and lookahead (issue #44, 2026-11-29; recipes/voices/README.md),
 `--ab native` the one of native speech and a full-context teacher (recipes/native/README.md), `--ab phones` the
 one of phone units spelled through a lexicon (recipes/phones/README.md; a phone arm's greedy column is its search
-without an LM). Each arm is a
+without an LM), `--ab crf` the one of training criteria, CTC against CTC-CRF (recipes/crf/README.md; its arms start
+from the shipped model, whose scores on the same sets are the start row). Each arm is a
 carried run of recipes/voices/continue.py whose periods append a row to its own JSON Lines file; arms that fork
 a run start from that run's row of the forked period. Writes the table between the markers in
 benchmarks/<ab>/README.md and the curve benchmarks/<ab>/curve.png: each arm's WER against its compute since
@@ -57,7 +58,7 @@ class AB(NamedTuple):
     folder: str
     title: str
     fork_name: str
-    fork_rows: str
+    fork_rows: str  # "" where the arms start from the shipped model: the start row is its reference scores
     fork_period: int
     reference: str
     arms: list[Arm]
@@ -98,7 +99,17 @@ ABS = {
          ("libri_dev_beam", "LS dev beam + LM"), ("kathleen_test_beam", "Kathleen held out"),
          ("kokoro_check_beam", "Kokoro check"), ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test")],
         [("libri_dev_beam", "libri_dev_greedy", "LibriSpeech dev-clean-2"), SPEECHOCEAN_DEV]),
+    "crf": AB("crf", "The training criterion: CTC or CTC-CRF", "the shipped phone model", "", 0, "crf/a_reference.json", [
+        Arm("a", "plain CTC continued (the control)", "crf/a.jsonl", False, "recipes/crf/a/state", 0.902),
+        Arm("b", "CTC-CRF, bigram phone LM denominator, lambda 0.1", "crf/b.jsonl", False, "recipes/crf/b/state",
+            0.902)],
+        [("libri_dev_beam", "LS dev beam + LM"), ("libri_dev_greedy", "LS dev no LM"), ("dev_beam", "dev beam + LM"),
+         ("dev_greedy", "dev no LM"), ("kathleen_test_beam", "Kathleen held out"), ("kokoro_check_beam", "Kokoro check"),
+         ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test"), ("lm_weight", "LM weight"),
+         ("word_score", "word score")],
+        [("libri_dev_beam", "libri_dev_greedy", "LibriSpeech dev-clean-2"), SPEECHOCEAN_DEV]),
 }
+SEARCH_COLUMNS = ("lm_weight", "word_score")  # the search's settings a row was scored with, not WER
 COST_COLUMNS = [("chunk_p95_ms", "chunk p95 ms", 1), ("rtf", "RTF", 3), ("onnx_mb", "ONNX MB", 1),
                 ("peak_rss_mb", "RSS MB", 0)]
 BEGIN, END = "<!-- ab table: scripts/bench/ab.py -->", "<!-- end of ab table -->"
@@ -111,7 +122,10 @@ def read_rows(path: Path) -> list[dict]:
 def arm_rows(benchmarks: Path, ab: AB) -> tuple[dict, dict[str, list[dict]]]:
     """(the fork's row, arm letter -> its rows after the fork, each with `ab_hours`: its wall hours of training so
     far, and `ab_compute_hours`: its steps so far times its step's cost on the reference machine, in hours)."""
-    fork = next(r for r in read_rows(benchmarks / ab.fork_rows) if r["period"] == ab.fork_period)
+    if ab.fork_rows:
+        fork = next(r for r in read_rows(benchmarks / ab.fork_rows) if r["period"] == ab.fork_period)
+    else:
+        fork = {"steps": 0, **(shipped_scores(benchmarks, ab) or {})}
     arms = {}
     for arm in ab.arms:
         rows = [r for r in read_rows(benchmarks / arm.rows) if r["period"] > ab.fork_period or not arm.from_fork]
@@ -119,6 +133,7 @@ def arm_rows(benchmarks: Path, ab: AB) -> tuple[dict, dict[str, list[dict]]]:
             rows = [dict(r) for r in arms[arm.continues] if r["period"] < rows[0]["period"]] + rows
         hours = 0.0
         for row in rows:
+            row.update({f: value for f, value in (row.get("search") or {}).items() if value is not None})
             hours += row["phase_minutes"]["train"] / 60
             row["ab_hours"] = round(hours, 2)
             steps = row["steps"] - (fork["steps"] if arm.from_fork else 0)
@@ -134,7 +149,9 @@ def shipped_scores(benchmarks: Path, ab: AB) -> dict | None:
 
 
 def cell(row: dict, column: str) -> str:
-    return f"{row[column]:.1f}" if column in row else ""  # a row scored before a set joined lacks it
+    if column not in row:  # a row scored before a set joined lacks it
+        return ""
+    return f"{row[column]:g}" if column in SEARCH_COLUMNS else f"{row[column]:.1f}"
 
 
 def spent_cells(cost: dict) -> str:
@@ -153,8 +170,9 @@ def table(ab: AB, fork: dict, arms: dict[str, list[dict]], costs: dict[str, dict
         cost = costs.get("shipped", {})
         lines.append(f"| the shipped model ({shipped['date']}) | | | | | "
                      + " | ".join(cell(shipped, c) for c, _ in columns) + " | " + spent_cells(cost))
-    lines.append(f"| start: {ab.fork_name}'s period {ab.fork_period} | | | {fork['steps']} | | "
-                 + " | ".join(cell(fork, c) for c, _ in columns) + " |" + " |" * len(COST_COLUMNS))
+    if ab.fork_rows:  # (arms that start from the shipped model have its row above as their start)
+        lines.append(f"| start: {ab.fork_name}'s period {ab.fork_period} | | | {fork['steps']} | | "
+                     + " | ".join(cell(fork, c) for c, _ in columns) + " |" + " |" * len(COST_COLUMNS))
     for arm in ab.arms:
         letter, what, rows, cost = arm.letter, arm.what, arms[arm.letter], costs.get(arm.letter, {})
         spent = spent_cells(cost)

@@ -1,12 +1,17 @@
 """The model's share of a training step: forward, backward and AdamW step on one real batch, per model.
 
     python scripts/bench/step.py [--model PATH ...] [--config small medium] [--seconds 40] [--threads 2]
-                                 [--set window=100 chunk=24]
+                                 [--set window=100 chunk=24] [--criterion ctc crf crf_trigram] [--bf16]
 
 Builds one length-sorted batch of about --seconds of padded audio from --manifest (clean log-mel, as the
 loader would hand it over), then times --steps training steps of each model after --warmup steps and prints
 the median: the figure to hold a run's measured seconds per step against (train.StepTimes). Models are
 model files (their architecture; weights do not change the cost) or conf/model presets.
+
+`--criterion` times each loss (conf/criterion/: CTC, or CTC-CRF with a bigram or trigram phone LM estimated on
+--manifest's transcripts in the units of the first --model, e.g. the shipped phone model) and, for CTC-CRF, the
+denominator's forward-backward alone, printed as its share of the step. `--bf16` runs the encoder under
+bfloat16 autocast (the loss in float32, the denominator in float64), as trainer.precision=bf16-mixed does.
 """
 from __future__ import annotations
 
@@ -28,9 +33,10 @@ from asr.audio.files import load_audio  # noqa: E402
 from asr.corpus.manifest import read_manifest  # noqa: E402
 from asr.features import Fbank  # noqa: E402
 from asr.model.encoder import Encoder, EncoderConfig  # noqa: E402
-from asr.model.loader import load_config  # noqa: E402
+from asr.model.loader import load_config, load_model  # noqa: E402
 from asr.text.normalize import normalize  # noqa: E402
 from asr.text.tokenizer import Tokenizer  # noqa: E402
+from asr.training.crf import DenominatorGraph, PhoneLM, crf_loss, log_partition  # noqa: E402
 from asr.training.data import collate  # noqa: E402
 
 CONF = ROOT / "conf" / "model"
@@ -47,20 +53,45 @@ def batch(manifest: Path, seconds: float, tokenizer: Tokenizer) -> dict[str, tor
     return collate(items)
 
 
-def step_seconds(encoder: Encoder, data: dict[str, torch.Tensor], steps: int, warmup: int) -> float:
-    """Median wall seconds of one forward + CTC loss + backward + AdamW step."""
+def phone_graph(manifest: Path, tokenizer: Tokenizer, order: int) -> DenominatorGraph:
+    """CTC-CRF's denominator from `manifest`'s transcripts in `tokenizer`'s units (as training builds it)."""
+    texts = sorted({normalize(u.text) for u in read_manifest(manifest)})
+    return DenominatorGraph(PhoneLM.estimate((tokenizer.encode(t) for t in texts), order))
+
+
+def step_seconds(encoder: Encoder, data: dict[str, torch.Tensor], steps: int, warmup: int,
+                 graph: DenominatorGraph | None = None, bf16: bool = False) -> float:
+    """Median wall seconds of one forward + loss (CTC, or CTC-CRF over `graph`) + backward + AdamW step."""
     encoder.train()
     optimizer = torch.optim.AdamW(encoder.parameters(), lr=1e-4)
     times = []
     for i in range(warmup + steps):
         start = time.perf_counter()
-        logprobs, lengths = encoder(data["feats"], data["feat_lens"])
-        loss = F.ctc_loss(logprobs.transpose(0, 1), data["targets"], lengths, data["target_lens"], zero_infinity=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logprobs, lengths = encoder(data["feats"], data["feat_lens"])
+        logprobs = logprobs.float()
+        if graph is None:
+            loss = F.ctc_loss(logprobs.transpose(0, 1), data["targets"], lengths, data["target_lens"], zero_infinity=True)
+        else:
+            loss = crf_loss(logprobs, lengths, data["targets"], data["target_lens"], graph, 0.1)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         if i >= warmup:
             times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def denominator_seconds(encoder: Encoder, data: dict[str, torch.Tensor], graph: DenominatorGraph, steps: int) -> float:
+    """Median wall seconds of the denominator's log Z and its gradient alone, on the encoder's outputs."""
+    with torch.no_grad():
+        logprobs, lengths = encoder(data["feats"], data["feat_lens"])
+    times = []
+    for _ in range(steps):
+        x = logprobs.double().requires_grad_()
+        start = time.perf_counter()
+        log_partition(x, lengths, graph).sum().backward()
+        times.append(time.perf_counter() - start)
     return statistics.median(times)
 
 
@@ -84,19 +115,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
                    help="architecture fields for every model (e.g. window=100 n_heads=6 chunk=24)")
+    p.add_argument("--criterion", nargs="+", default=["ctc"], choices=["ctc", "crf", "crf_trigram"],
+                   help="the losses to time (crf: a bigram denominator, crf_trigram: a trigram)")
+    p.add_argument("--bf16", action="store_true", help="the encoder under bfloat16 autocast")
     a = p.parse_args(argv)
     settings = {k: OmegaConf.create(f"v: {v}")["v"] for k, v in (item.split("=", 1) for item in a.set)}
     torch.set_num_threads(a.threads)
-    tokenizer = Tokenizer("char")
+    tokenizer = load_model(a.model[0])[1] if a.model else Tokenizer("char")  # the first model's units
     data = batch(a.manifest, a.seconds, tokenizer)
-    print(f"batch: {data['feats'].shape[0]} utterances x {data['feats'].shape[1] / 100:.2f} s, {a.threads} threads")
+    graphs = {c: phone_graph(a.manifest, tokenizer, 3 if c == "crf_trigram" else 2) if c != "ctc" else None
+              for c in a.criterion}
+    print(f"batch: {data['feats'].shape[0]} utterances x {data['feats'].shape[1] / 100:.2f} s, {a.threads} threads, "
+          f"{'bf16 autocast' if a.bf16 else 'float32'}")
     for name, cfg in configs(a.model, a.config, tokenizer.vocab_size, settings).items():
         cfg.vocab_size = tokenizer.vocab_size
-        encoder = Encoder(cfg)
-        params = sum(q.numel() for q in encoder.parameters()) / 1e6
-        seconds = step_seconds(encoder, data, a.steps, a.warmup)
-        print(f"{name:<28} {params:6.2f} M  {cfg.n_layers:2d} x {cfg.d_model:3d}  dropout {cfg.dropout:.2f}  "
-              f"{seconds:.3f} s/step (median of {a.steps})", flush=True)
+        for criterion, graph in graphs.items():
+            torch.manual_seed(0)
+            encoder = Encoder(cfg)
+            params = sum(q.numel() for q in encoder.parameters()) / 1e6
+            seconds = step_seconds(encoder, data, a.steps, a.warmup, graph, a.bf16)
+            share = ""
+            if graph is not None:
+                den = denominator_seconds(encoder, data, graph, a.steps)
+                share = f"  denominator ({graph.n_states} states, {graph.n_arcs} arcs) {den:.3f} s: {100 * den / seconds:.1f}%"
+            print(f"{name:<28} {params:6.2f} M  {cfg.n_layers:2d} x {cfg.d_model:3d}  dropout {cfg.dropout:.2f}  "
+                  f"{criterion:<11} {seconds:.3f} s/step (median of {a.steps}){share}", flush=True)
     return 0
 
 
