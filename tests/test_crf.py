@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 import math
 
 import pytest
@@ -131,3 +132,32 @@ def test_phone_lm_text_and_probabilities(tmp_path):
     assert "<s> -> A:2 B:2 C:1" in (tmp_path / "lm.txt").read_text().splitlines()
     with pytest.raises(ValueError):
         PhoneLM.estimate(SENTENCES, 1)
+
+
+def test_a_toy_phone_model_trains_with_ctc_crf_and_writes_its_phone_lm(tmp_path):
+    import csv
+
+    from test_phones import needs_data, phone_config, small_lexicon  # noqa: F401 (the toy phone run's config)
+
+    from asr.training.train import train
+    from helpers import SPEECHOCEAN, small_manifest
+
+    if not SPEECHOCEAN.exists():
+        pytest.skip(f"{SPEECHOCEAN} not found")
+    manifest = small_manifest(tmp_path, 8)
+    cfg = phone_config(tmp_path / "run", manifest, small_lexicon(tmp_path), "trainer.max_steps=4",
+                       "criterion=crf", "trainer.precision=auto", "trainer.log_every_n_steps=1")
+    train(cfg)
+    lines = (tmp_path / "run" / "phone_lm.txt").read_text().splitlines()
+    assert lines[0].startswith("<s> -> ") and any(line.startswith("| -> ") for line in lines)
+    losses = [float(r["train_loss"]) for r in csv.DictReader(open(tmp_path / "run" / "logs" / "version_0" / "metrics.csv"))
+              if r.get("train_loss")]
+    assert len(losses) == 4 and all(math.isfinite(x) for x in losses)
+
+
+def test_an_unknown_criterion_is_refused():
+    from asr.training.crf import CriterionConfig
+    from asr.training.train import attach_criterion
+
+    with pytest.raises(ValueError, match="criterion.kind='mmi'"):
+        attach_criterion(None, CriterionConfig(kind="mmi"), [], Path("."))
