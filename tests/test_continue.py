@@ -460,3 +460,51 @@ def test_the_rows_score_kathleens_held_out_prompts_when_asked(tmp_path):
     kathleen = tmp_path / "kathleen.jsonl"
     sets = carry.score_sets(DATA, tmp_path, kathleen)
     assert sets["kathleen_test_beam"] == (["--manifest", str(kathleen), "--split", "test"], "beam")
+
+
+def test_bench_step_prints_the_crf_denominators_share(capsys):
+    assert bench_step.main(["--config", "tiny", "--seconds", "4", "--steps", "1", "--warmup", "0", "--threads", "1",
+                            "--criterion", "ctc", "crf", "--bf16"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "bf16 autocast" in lines[0] and " ctc " in lines[1] and "denominator" not in lines[1]
+    share = float(lines[2].split(": ")[-1].rstrip("%"))
+    assert " crf " in lines[2] and "states" in lines[2] and 0 < share < 100
+
+
+def test_a_period_without_synthetic_speech_takes_no_kokoro_slice(tmp_path, cont):
+    period = {"period": 1, "kokoro_slice": None, "previous": {"steps": 0, "train_minutes": 0.0, "kokoro_slices": [],
+                                                              "kokoro_hours_seen": 0.0, "schedule_start": 0}}
+    a = cont.argparse.Namespace(data_root=DATA)
+    assert cont.data_overrides(a, period) == [f"data.root={DATA}"]  # the experiment's own training list
+    cont.build_data(a, period, tmp_path)  # renders nothing, reads no slice
+    work = tmp_path / "p001"
+    work.mkdir()
+    shipped = load_model()
+    save_model(work / "last.safetensors", shipped[0], shipped[1], {"steps": 3})
+    save_model(work / "candidate.safetensors", shipped[0], shipped[1], {"steps": 3})
+    period.update(timings={"train": 1.0}, wers={"dev_beam": 40.0}, search={"lm_weight": 2.75, "word_score": -1.0})
+    row = carry.progress_row(period, work, {"cpu": "x"})
+    assert row["kokoro_hours_seen"] == 0.0 and row["search"] == {"lm_weight": 2.75, "word_score": -1.0}
+    carry.write_state(tmp_path / "state", work, period, row, weights_only=True)
+    state = json.loads((tmp_path / "state" / "state.json").read_text())
+    assert state["kokoro_slices"] == [] and state["steps"] == 3
+
+
+def test_the_crf_ab_starts_from_the_shipped_models_row_and_shows_each_arms_search(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    from bench import ab
+    (tmp_path / "crf").mkdir()
+    (tmp_path / "crf" / "README.md").write_text(f"{ab.BEGIN}\n{ab.END}\n")
+    (tmp_path / "crf" / "a_reference.json").write_text(json.dumps(
+        {"date": "2026-12-04", "libri_dev_beam": 28.52, "dev_beam": 40.81, "lm_weight": 2.25, "word_score": -1.0}))
+    for arm, wer, weight in (("a", 28.4, 2.25), ("b", 25.1, 2.75)):
+        (tmp_path / "crf" / f"{arm}.jsonl").write_text(json.dumps(
+            {"period": 1, "steps": 4000, "libri_dev_beam": wer, "libri_dev_greedy": 53.0, "dev_beam": 39.0, "dev_greedy": 60.0,
+             "phase_minutes": {"train": 80.0}, "search": {"lm_weight": weight, "word_score": -1.0}}) + "\n")
+    assert ab.main(["--benchmarks", str(tmp_path), "--ab", "crf"]) == 0
+    lines = [line for line in (tmp_path / "crf" / "README.md").read_text().splitlines() if line.startswith("| ")]
+    shipped = next(line for line in lines if line.startswith("| the shipped model"))
+    assert shipped.startswith("| the shipped model (2026-12-04) | | | | | 28.5 |  | 40.8 |")
+    assert shipped.split("|")[-7:-5] == [" 2.25 ", " -1 "] and not any("start:" in line for line in lines)
+    b = next(line for line in lines if line.startswith("| b:"))
+    assert " 25.1 | 53.0 | 39.0 |" in b and b.split("|")[-7:-5] == [" 2.75 ", " -1 "]
