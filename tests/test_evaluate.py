@@ -177,10 +177,10 @@ LONG = ("8842-304647-0002", "3000-15664-0041")  # 31.7 s and 28.6 s of dev-clean
 
 @pytest.fixture(scope="module")
 def dev_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """12 speechocean762 dev utterances and the two longest of LibriSpeech dev-clean-2, audio paths absolute."""
+    """The two longest utterances of LibriSpeech dev-clean-2, then 10 of speechocean762 dev, audio paths absolute."""
     if not (SPEECHOCEAN.is_file() and LIBRISPEECH.is_file()):
         pytest.skip("needs ../shared/data/speechocean762 and ../shared/data/librispeech")
-    utterances = read_manifest(SPEECHOCEAN)[:12] + [u for u in read_manifest(LIBRISPEECH) if Path(u.audio).stem in LONG]
+    utterances = [u for u in read_manifest(LIBRISPEECH) if Path(u.audio).stem in LONG] + read_manifest(SPEECHOCEAN)[:10]
     path = tmp_path_factory.mktemp("dev_slice") / "slice.jsonl"
     write_manifest(path, [{"audio": str(u.audio), "duration": u.duration, "text": u.text, "speaker": u.speaker}
                           for u in utterances])
@@ -200,14 +200,13 @@ def test_evaluate_scores_the_text_transcribe_prints(dev_slice: Path, tmp_path: P
     all; --whole (one segment an utterance) is another text for a long utterance that the endpointer cuts."""
     assert transcribe.main([str(dev_slice), "--format", "json"]) == 0
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert len(printed) == 14 and all(row["text"] for row in printed)
+    assert len(printed) == 12 and all(row["text"] for row in printed)
     expected = {row["audio"]: normalize(row["text"]) for row in printed}
     long = [row for row in printed if Path(row["audio"]).stem in LONG]
     assert len(long) == 2 and all(len(row["segments"]) >= 2 for row in long)  # cut where the endpointer ends them
     assert hypotheses(capsys, dev_slice, tmp_path / "batched.json") == expected
-    assert hypotheses(capsys, dev_slice, tmp_path / "streamed.json", "--streaming", "--chunk-ms", "1000") == expected
-    write_manifest(tmp_path / "long.jsonl", [row for row in map(json.loads, dev_slice.read_text().splitlines())
-                                             if Path(row["audio"]).stem in LONG])
-    whole = hypotheses(capsys, tmp_path / "long.jsonl", tmp_path / "whole.json", "--whole")
+    streamed = hypotheses(capsys, dev_slice, tmp_path / "streamed.json", "--streaming", "--chunk-ms", "1000", "--limit", "4")
+    assert len(streamed) == 4 and streamed == {audio: expected[audio] for audio in streamed}  # both long ones, 2 short
+    whole = hypotheses(capsys, dev_slice, tmp_path / "whole.json", "--whole", "--limit", "2")  # the long ones
     assert any(whole[row["audio"]] != expected[row["audio"]] for row in long)
     assert json.loads((tmp_path / "whole.json").read_text())["endpointing"] == "whole"
