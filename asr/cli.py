@@ -236,7 +236,10 @@ def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
 
 
 def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
-    """The endpoint rules of the options (the defaults for a tool without them, such as asr.evaluate)."""
+    """The endpoint rules of the options (the defaults for a tool without them); none with --whole (asr.evaluate:
+    each input one segment, `EndpointConfig.whole`)."""
+    if getattr(args, "whole", False):
+        return EndpointConfig.whole()
     defaults = EndpointConfig()
     return EndpointConfig(trailing_silence=getattr(args, "trailing_silence", defaults.trailing_silence),
                           min_segment=getattr(args, "min_segment", defaults.min_segment),

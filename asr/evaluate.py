@@ -1,21 +1,25 @@
 """Word and character error rates of a model on a manifest.
 
-    python -m asr.evaluate M.jsonl [--model PATH] [--streaming --chunk-ms 500] [--jobs N] [--skip-bad]
+    python -m asr.evaluate M.jsonl [--model PATH] [--streaming --chunk-ms 500] [--whole] [--jobs N] [--skip-bad]
                            [--split NAME] [--report PATH] [--limit N] [--greedy | --lm LM.arpa] [--by-speaker]
 
 The manifest comes first or as --manifest M.jsonl. A line without usable text (missing, null, not a string,
 or no words once normalised) would be an empty reference and a wrong WER: it is an error naming the file and
 the line, unless --skip-bad, which scores the rest and says how many lines it left out.
 
-References and hypotheses both go through asr.text.normalize before jiwer scores them.
-Offline mode computes the utterances' log-probs in length-sorted padded batches (--batch-seconds S of audio a
-step, asr.batch.padded; --jobs N: those batches in N processes, asr.batch.processes, the same scores; 0: each
-utterance's whole-utterance forward alone); --streaming feeds each in chunks
-and also reports the per-chunk compute latency (model and decoder). Both give the same
-transcripts (the streaming path equals the offline forward). The last line is exactly
-`WER=<pct> CER=<pct> RTF=<float> utts=<n>`.
+What is scored is the text `asr.transcribe` gives for the same audio and options, normalised: the same code
+(asr.batch.files.transcribed) cuts each utterance into segments where the endpointer ends them (--trailing-silence,
+--min-segment, --max-segment: 20 s at the most), decodes each, restores and writes its final (unless --plain or
+--spoken-form), and joins them. References and hypotheses both go through asr.text.normalize before jiwer scores
+them. The utterances are stepped in length-sorted padded batches (--batch-seconds S of audio a step,
+asr.batch.padded; --jobs N: those batches in N processes, asr.batch.processes; 0: one file at a time), the same
+text. --streaming feeds each in chunks of --chunk-ms through a live stream as `asr.stream` does, the same text,
+and also reports each chunk's wall time (model step, endpointing, decoding, its partial).
+--whole decodes each utterance as one segment (no endpoint ever fires): what the model and search do on a whole
+utterance, which is not what the tools give for one longer than --max-segment or with pauses in it.
 Decoding is the same as asr.stream's and asr.transcribe's: the beam search with the bundled word LM for
 the bundled model, --greedy for greedy CTC, --lm for another LM (python -m asr.training.lm).
+The last line is exactly `WER=<pct> CER=<pct> RTF=<float> utts=<n>`.
 --by-speaker also prints one line per manifest speaker, worst WER first.
 --restorer-text FILE (cased, punctuated sentences, one a line: the restorer's held-out split,
 data/restorer/held.txt from recipes/restorer/prepare.py) also scores the casing and punctuation
@@ -48,7 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("given", nargs="?", metavar="MANIFEST", help="JSON Lines manifest with audio and text "
                                                                      "(or --manifest)")
     cli.add_manifest_args(parser, required=False)
-    parser.add_argument("--streaming", action="store_true", help="feed the audio in chunks of --chunk-ms")
+    parser.add_argument("--streaming", action="store_true",
+                        help="feed the audio in chunks of --chunk-ms, as asr.stream does (the same text), timing each")
+    parser.add_argument("--whole", action="store_true",
+                        help="decode each utterance whole, as one segment (no endpoint cuts): not the text the "
+                             "tools give for a long utterance")
     cli.add_chunk_ms(parser, 500.0, "streaming chunk in ms (default 500)")
     cli.add_batch_seconds(parser)
     cli.add_jobs(parser)
@@ -58,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restorer-text", type=Path, metavar="FILE",
                         help="also score the casing and punctuation restorer on these sentences (one a line)")
     cli.add_decoder_args(parser)
+    cli.add_endpoint_args(parser)
     args = parser.parse_args(argv)
     if args.given and args.manifest and args.given != args.manifest:
         parser.error(f"two manifests ({args.given} and --manifest {args.manifest}): give one")
@@ -69,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     skipped = cli.skipping(args)
     try:
         utterances = read_manifest(args.manifest, args.split, skipped=skipped)[: args.limit] if args.manifest else []
-        recognizer = cli.load_recognizer(args)
-        decoder = cli.load_decoder(args, recognizer)
+        model = cli.load_transcriber(args)
+        decoder = model.decoder
         restorer = restorer_lines(decoder, args.restorer_text) if args.restorer_text else []
     except (ManifestError, ModelError, LMError, ValueError, OSError) as err:
         cli.error("evaluate", err)
@@ -79,10 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.manifest is None:
         print("\n".join(restorer))
         return 0
-    chunk_samples = cli.chunk_samples(args.chunk_ms) if args.streaming else None
     try:
-        results, latencies, errors = evaluate(recognizer, utterances, chunk_samples, decoder, args.batch_seconds,
-                                              args.jobs, args)
+        results, latencies, errors = evaluate(model, utterances, args, args.streaming)
     except StartError as err:  # a spawned --jobs worker could not load what the options ask for
         cli.error("evaluate", err)
         return 1
@@ -95,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         report = {"manifest": str(args.manifest), "mode": "streaming" if args.streaming else "offline",
                   "decoder": decoder.kind, "lm": str(decoder.lm.path) if decoder.lm else None,
-                  "chunk_ms": args.chunk_ms if args.streaming else None, "summary": summary,
+                  "chunk_ms": args.chunk_ms if args.streaming else None,
+                  "endpointing": "whole" if args.whole else asdict(model.endpoint), "summary": summary,
                   "failed": errors, "skipped": [str(err) for err in skipped or []],
                   "utterances": [asdict(r) for r in results]}
         args.report.write_text(json.dumps(report, indent=1) + "\n")

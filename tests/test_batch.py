@@ -67,12 +67,13 @@ def test_beam_batched_text_equals_per_file(files: list[Path]) -> None:
     same_as_per_file(asr.load(), files, batch_seconds=8.0)  # the bundled word LM, restored finals
 
 
-def test_evaluate_batched_equals_whole_utterance_forward() -> None:
+def test_evaluate_batched_equals_one_file_at_a_time() -> None:
     model = asr.load(greedy=True)
     utterances = read_manifest(DEV)[:6]
-    alone, _, _ = evaluation.evaluate(model.recognizer, utterances, None, model.decoder, batch_seconds=0)
-    batched, latencies, errors = evaluation.evaluate(model.recognizer, utterances, None, model.decoder, batch_seconds=8)
+    alone, _, _ = evaluation.evaluate(model, utterances, evaluation.options(batch_seconds=0))
+    batched, latencies, errors = evaluation.evaluate(model, utterances, evaluation.options(batch_seconds=8))
     assert [r.hyp for r in batched] == [r.hyp for r in alone] and not errors and not latencies
+    assert all(r.hyp for r in alone)
     assert [r.duration for r in batched] == pytest.approx([r.duration for r in alone])
 
 

@@ -1,4 +1,5 @@
-"""`asr.evaluate`: scoring, offline == streaming, the report and the last line."""
+"""`asr.evaluate`: scoring, offline == streaming, the report and the last line; its hypotheses are asr.transcribe's text,
+normalised (--whole is not)."""
 from __future__ import annotations
 
 import json
@@ -9,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from asr import evaluate
+from asr import evaluate, transcribe
 from asr.batch.processes import GROUP_FILES
 from asr.corpus import scoring
-from asr.corpus.manifest import write_manifest
+from asr.corpus.manifest import read_manifest, write_manifest
+from asr.text.normalize import normalize
 from conftest import tone, write
-from helpers import ROOT
+from helpers import DATA, ROOT
 
 LAST_LINE = re.compile(r"WER=(\d+\.\d\d) CER=(\d+\.\d\d) RTF=(\d+\.\d+) utts=(\d+)")
 
@@ -166,3 +168,45 @@ def test_the_manifest_may_come_first_without_its_flag(manifest: Path, model_path
     with pytest.raises(SystemExit) as exit_:
         evaluate.main([str(manifest), "--manifest", str(manifest.with_name("other.jsonl"))])
     assert exit_.value.code == 2 and "two manifests" in capsys.readouterr().err
+
+
+SPEECHOCEAN = DATA / "speechocean762" / "dev.jsonl"
+LIBRISPEECH = DATA / "librispeech" / "dev-clean-2.jsonl"
+LONG = ("8842-304647-0002", "3000-15664-0041")  # 31.7 s and 28.6 s of dev-clean-2: --max-segment (20 s) cuts them
+
+
+@pytest.fixture(scope="module")
+def dev_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two longest utterances of LibriSpeech dev-clean-2, then 10 of speechocean762 dev, audio paths absolute."""
+    if not (SPEECHOCEAN.is_file() and LIBRISPEECH.is_file()):
+        pytest.skip("needs ../shared/data/speechocean762 and ../shared/data/librispeech")
+    utterances = [u for u in read_manifest(LIBRISPEECH) if Path(u.audio).stem in LONG] + read_manifest(SPEECHOCEAN)[:10]
+    path = tmp_path_factory.mktemp("dev_slice") / "slice.jsonl"
+    write_manifest(path, [{"audio": str(u.audio), "duration": u.duration, "text": u.text, "speaker": u.speaker}
+                          for u in utterances])
+    return path
+
+
+def hypotheses(capsys, manifest: Path, report: Path, *args: str) -> dict[str, str]:
+    """asr.evaluate's normalised hypothesis of each utterance, by audio path (from its --report)."""
+    assert evaluate.main([str(manifest), "--report", str(report), *args]) == 0
+    capsys.readouterr()
+    return {u["audio"]: u["hyp"] for u in json.loads(report.read_text())["utterances"]}
+
+
+def test_evaluate_scores_the_text_transcribe_prints(dev_slice: Path, tmp_path: Path, capsys) -> None:
+    """The bundled model and its defaults (word-LM beam search, restored and written finals): what asr.evaluate
+    scores, batched or streamed, is what asr.transcribe prints for the same manifest, normalised, endpoint cuts and
+    all; --whole (one segment an utterance) is another text for a long utterance that the endpointer cuts."""
+    assert transcribe.main([str(dev_slice), "--format", "json"]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(printed) == 12 and all(row["text"] for row in printed)
+    expected = {row["audio"]: normalize(row["text"]) for row in printed}
+    long = [row for row in printed if Path(row["audio"]).stem in LONG]
+    assert len(long) == 2 and all(len(row["segments"]) >= 2 for row in long)  # cut where the endpointer ends them
+    assert hypotheses(capsys, dev_slice, tmp_path / "batched.json") == expected
+    streamed = hypotheses(capsys, dev_slice, tmp_path / "streamed.json", "--streaming", "--chunk-ms", "1000", "--limit", "4")
+    assert len(streamed) == 4 and streamed == {audio: expected[audio] for audio in streamed}  # both long ones, 2 short
+    whole = hypotheses(capsys, dev_slice, tmp_path / "whole.json", "--whole", "--limit", "2")  # the long ones
+    assert any(whole[row["audio"]] != expected[row["audio"]] for row in long)
+    assert json.loads((tmp_path / "whole.json").read_text())["endpointing"] == "whole"

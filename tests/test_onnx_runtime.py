@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -118,14 +121,52 @@ def test_bad_onnx_dir_is_one_error_line(tmp_path):
         assert result.stderr.count("\n") == 1 and str(folder) in result.stderr, result.stderr
 
 
+BUILD_FILES = ("asr", "pyproject.toml", "README.md")  # what `pip install .` reads of a checkout
+
+
+def clean_copy(dest: Path) -> Path:
+    """The build's files as a fresh clone has them (`git ls-files`: committed or new, never ignored, so no build
+    output, cache or ignored file of this checkout the package might lean on), copied from the working tree."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *BUILD_FILES],
+                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():  # a file deleted in the working tree is not in a clone of it either
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
+
+
+def healthy(url: str, seconds: float = 60.0) -> bool:
+    """Whether `url` answers 200 within `seconds` (503 and refused connections while the model loads)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                if answer.status == 200:
+                    return True
+        except OSError:  # URLError, HTTPError (503), a reset connection
+            pass
+        time.sleep(0.2)
+    return False
+
+
+def test_clean_copy_is_what_a_clone_holds(tmp_path):
+    ignored = ROOT / "asr" / "__pycache__" / "stray.pyc"  # ignored by .gitignore, as a build output would be
+    ignored.parent.mkdir(exist_ok=True)
+    ignored.write_bytes(b"")
+    try:
+        copy = clean_copy(tmp_path)
+    finally:
+        ignored.unlink()
+    assert (copy / "asr" / "pretrained" / "default.safetensors").is_file() and (copy / "pyproject.toml").is_file()
+    assert not (copy / "asr" / "__pycache__").exists() and not (copy / "recipes").exists()
+
+
 def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
-    """A fresh venv with `pip install .[onnx]` only (no torch): the shipped examples, and an m4a made there
-    with that venv's PyAV, transcribe to the torch backend's text, restored (cased, punctuated) and with a
-    hotword list."""
-    source = tmp_path / "source"  # pip builds in the tree it installs: a copy, so the checkout's metadata stays put
-    shutil.copytree(ROOT / "asr", source / "asr", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
+    """README's light install from a clean copy of the checkout: a fresh venv with `pip install .[onnx]` only (no
+    torch). The shipped examples, and an m4a made there with that venv's PyAV, transcribe to the torch backend's
+    text, restored (cased, punctuated) and with a hotword list; asr-stream streams and asr-serve serves."""
+    source = clean_copy(tmp_path / "source")  # pip builds in the tree it installs: a copy, so the checkout stays put
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
@@ -152,6 +193,19 @@ def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
     got = ok(subprocess.run([str(venv / "bin" / "asr-transcribe"), *audio, "--backend", "onnx", "--hotwords", str(hot)],
                             cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=600))
     assert got == ok(run_tool("transcribe", *audio, "--backend", "torch", "--hotwords", str(hot), cwd=tmp_path))
+    streamed = ok(subprocess.run([str(venv / "bin" / "asr-stream"), "--file", str(ROOT / EXAMPLES[0]), "--greedy",
+                                  "--json"], cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=300))
+    assert [e["text"] for e in map(json.loads, streamed.splitlines()) if e["is_final"]]
+    server = subprocess.Popen([str(venv / "bin" / "asr-serve"), "--port", "0", "--greedy", "--workers", "1"],
+                              cwd=tmp_path, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        line = server.stderr.readline()
+        port = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert port, f"no listening line from the light install's asr-serve: {line!r}"
+        assert healthy(f"http://127.0.0.1:{port.group(1)}/healthz")
+    finally:
+        server.terminate()
+        server.wait(20)
     for script, args in (("asr-export", ["--onnx", str(tmp_path / "export")]),  # what needs torch: one error line
                          ("asr-serve", ["--backend", "torch", "--workers", "2", "--port", "0"])):
         refused = subprocess.run([str(venv / "bin" / script), *args], cwd=tmp_path, capture_output=True, text=True,
@@ -162,8 +216,6 @@ def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
 
 def test_serve_onnx_without_torch_gives_the_torch_stream(tmp_path):
     """asr.serve --backend onnx, with torch unimportable, answers a client as asr.stream (torch) does."""
-    import re
-
     import numpy as np
     import soundfile as sf
     from websockets.sync.client import connect

@@ -1,5 +1,5 @@
 """Batched transcription in several processes on one machine: `python -m asr.transcribe --jobs N FILES`, and
-`asr.evaluate --jobs N`, whose workers run its own `work` on the same groups (`in_processes`).
+`asr.evaluate --jobs N`, which scores the same text (`in_processes` runs any `work` on the groups).
 
 One process steps one padded batch at a time on one core; a machine with more cores runs N of them. The
 files are sorted by length, longest first, and cut into groups of GROUP_FILES, which N worker processes take in
@@ -93,7 +93,7 @@ def in_processes(model: Transcriber, args: argparse.Namespace, files: list[Path]
     """(file, its result or AudioError) in input order, from `jobs` worker processes (forked with `model`
     where `forks_safely`, else spawned to load their own), each group of files given to `work` (a module-level
     function, so that a spawned worker can find it: `asr.batch.padded.transcribe_batched`'s signature, which it is for
-    asr.transcribe; `asr.corpus.evaluation.texts_batched` for asr.evaluate). `progress` is called with each group's
+    asr.transcribe and asr.evaluate alike). `progress` is called with each group's
     seconds of audio as it finishes; `seconds`: the files' durations where known (the others are read from
     their headers here). Standard input cannot be shared: ValueError. A spawned worker that cannot load the
     model: StartError, before any result."""

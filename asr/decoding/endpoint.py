@@ -32,12 +32,21 @@ from asr.model.recognizer import Recognizer
 from asr.text.tokenizer import BLANK
 
 
+NEVER_S = 1e9  # seconds (31 years): a rule that never fires in practice (`EndpointConfig.whole`)
+
+
 @dataclass
 class EndpointConfig:
     trailing_silence: float = 0.4  # seconds of blank after the last decoded token that end a segment
     min_segment: float = 0.0  # seconds: a shorter segment does not end on trailing silence
     max_segment: float = 20.0  # seconds: a segment this long ends wherever it is
     silence_no_speech: float = 2.4  # seconds of blank with nothing decoded that end (and drop) a segment
+
+    @classmethod
+    def whole(cls) -> "EndpointConfig":
+        """No endpoint ever fires: the input is one segment, closed at its end (asr.evaluate --whole: the model and
+        search on whole utterances, which is not what the tools give for a long one)."""
+        return cls(trailing_silence=NEVER_S, min_segment=0.0, max_segment=NEVER_S, silence_no_speech=NEVER_S)
 
     def validate(self) -> "EndpointConfig":
         for name in ("trailing_silence", "max_segment", "silence_no_speech"):

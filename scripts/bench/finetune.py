@@ -4,9 +4,12 @@ met, how many minutes it takes, and what it costs on general speech.
     python scripts/bench/finetune.py [--cases speaker domain] [--minutes 20] [--threads 2] [--general-limit N]
                                      [--work runs/bench_finetune] [--out benchmarks] [--model M] [--smoke]
                                      [--outside DIR] [--guard auto|replay|distill|l2sp|none] [--guard-weight W]
+                                     [--speaker ID --speaker-manifest M.jsonl]
 
-(a) speaker: LibriSpeech speaker 8226 (train-clean-100-4spk, held out of the shipped training recipes for this):
-    half of their recordings to fine-tune on, half to test (--test-split recording --test-share 0.5).
+(a) speaker: LibriSpeech speaker 8226 (train-clean-100-4spk, held out of the shipped training recipes for this; but
+    the phone model's LM weights were tuned on them, 2026-12-03, so its before / after on 8226 is not clean), or
+    --speaker ID's rows of --speaker-manifest: half of their recordings to fine-tune on, half to test
+    (--test-split recording --test-share 0.5).
 (b) domain: about 25 minutes of sentences full of product names and jargon (words no shipped LM has), rendered by
     flite's awb voice, which no training ever uses (recipes/synthetic/engines.py: NEVER_TRAIN); a fifth held out.
 For each: the command's own before / after WER on its held-out split (greedy and beam), the training minutes and
@@ -65,10 +68,11 @@ TEMPLATES = ["please ship the {p} to the {t} team by friday", "the {p} needs a f
              "the {t} team wants {j} on every {p}", "is the {q} faster than the {p}"]
 
 
-def speaker_manifest(data_root: Path, out: Path, limit: int | None) -> Path:
-    """Speaker 8226's rows of train-clean-100-4spk as a manifest with absolute audio paths."""
-    source = data_root / "librispeech" / "train-clean-100-4spk.jsonl"
-    rows = [u for u in read_manifest(source) if u.speaker == SPEAKER][:limit]
+def speaker_manifest(source: Path, speaker: str, out: Path, limit: int | None) -> Path:
+    """The speaker's rows of the manifest `source` as a manifest with absolute audio paths."""
+    rows = [u for u in read_manifest(source) if u.speaker == speaker][:limit]
+    if not rows:
+        raise SystemExit(f"finetune: no rows of speaker {speaker} in {source}")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(json.dumps({"audio": str(u.audio.resolve()), "duration": u.duration, "text": u.text,
                                        "speaker": u.speaker}) + "\n" for u in rows))
@@ -185,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--domain-minutes", type=float, default=25.0, help="minutes of domain audio to render")
     p.add_argument("--general-limit", type=int, help="only the first N utterances of each general set")
     p.add_argument("--model", help="the starting model (default: the bundled one)")
+    p.add_argument("--speaker", default=SPEAKER, help=f"the speaker case's speaker (default {SPEAKER})")
+    p.add_argument("--speaker-manifest", type=Path,
+                   help="the manifest holding --speaker's rows (default: DATA_ROOT/librispeech/train-clean-100-4spk.jsonl)")
     p.add_argument("--data-root", type=Path, default=DATA)
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_finetune")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
@@ -201,8 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     general_limit = 6 if args.smoke else args.general_limit
     cases = {}
     if "speaker" in args.cases:
-        data = speaker_manifest(args.data_root, args.work / "speaker" / f"{SPEAKER}.jsonl", limit)
-        cases[f"speaker {SPEAKER}"] = run_case("speaker", data, ["--test-split", "recording", "--test-share", "0.5"],
+        source = args.speaker_manifest or args.data_root / "librispeech" / "train-clean-100-4spk.jsonl"
+        data = speaker_manifest(source, args.speaker, args.work / "speaker" / f"{args.speaker}.jsonl", limit)
+        cases[f"speaker {args.speaker}"] = run_case("speaker", data, ["--test-split", "recording", "--test-share", "0.5"],
                                                args.work, args)
     if "domain" in args.cases:
         data = domain_corpus(args.work / "domain" / "corpus", args.domain_minutes, limit)

@@ -6,8 +6,9 @@ A score is a plain dict (kept in DIR/scores/*.json, so a resumed run does not sc
 """
 from __future__ import annotations
 
+from asr.api import Transcriber
 from asr.batch.padded import DEFAULT_BATCH_SECONDS
-from asr.corpus.evaluation import evaluate
+from asr.corpus.evaluation import evaluate, options
 from asr.corpus.manifest import Utterance
 from asr.corpus.scoring import by_speaker, totals
 from asr.decoding.decoder import Decoder
@@ -16,8 +17,9 @@ from asr.model.recognizer import Recognizer
 
 def score(recognizer: Recognizer, utterances: list[Utterance], decoder: Decoder,
           batch_seconds: float = DEFAULT_BATCH_SECONDS) -> dict:
-    """WER and CER (%) of the model and decoder on `utterances`, overall and per speaker."""
-    results, _, errors = evaluate(recognizer, utterances, None, decoder, batch_seconds)
+    """WER and CER (%) of the model and decoder on `utterances` (the text asr.transcribe gives, endpoint cuts and
+    all), overall and per speaker."""
+    results, _, errors = evaluate(Transcriber(recognizer, decoder), utterances, options(batch_seconds))
     if errors:
         raise ValueError(f"{len(errors)} test recordings could not be read: {errors[0]}")
     words, chars = totals(results)
