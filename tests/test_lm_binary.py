@@ -81,6 +81,8 @@ def test_a_replaced_arpa_is_never_scored_with_its_old_binary(tmp_path: Path, too
     converted = lm_binary.fast_form(arpa)  # converted into the cache, the stale one beside left alone
     assert converted.parent == cache / "lm" and converted != old
     assert scores(converted) == scores(arpa) != scores(old)
+    lm_binary.forget(arpa)
+    assert not converted.exists() and old.exists()
     monkeypatch.setattr(lm_binary, "find_tool", lambda: None)
     write_gz(arpa, CORPUS[:3])
     assert lm_binary.fast_form(arpa) == arpa  # no build_binary: KenLM parses the ARPA
@@ -130,6 +132,8 @@ def test_the_lexicon_cache_gives_the_same_search_and_skips_the_arpa(tmp_path: Pa
     again = WordLM(tokenizer, arpa, BeamConfig(beam_size=8))
     assert again.words.contains("FROG") and not again.words.contains("CAT")
     assert len(list((cache / "lexicon").glob("*.npz"))) == 1
+    lexicon_cache.forget(arpa)
+    assert not list((cache / "lexicon").glob("*.npz"))
 
 
 def test_a_tokenizer_made_in_code_is_never_cached(tmp_path: Path, cache: Path) -> None:

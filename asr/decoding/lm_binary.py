@@ -70,6 +70,12 @@ def cached(arpa: Path) -> Path:
     return cache_dir() / "lm" / f"{arpa.name.removesuffix('.gz').removesuffix('.arpa')}-{key}{SUFFIX}"
 
 
+def forget(arpa: Path) -> None:
+    """Remove the cached binary of `arpa` (one about to be deleted), if there is one."""
+    for path in (cached(arpa), _stamp_file(cached(arpa))):
+        path.unlink(missing_ok=True)
+
+
 def find_tool() -> Path | None:
     """KenLM's build_binary: beside this Python (a venv's bin/, where scripts/build_kenlm.sh puts it), else on PATH."""
     here = Path(sys.executable).parent / TOOL

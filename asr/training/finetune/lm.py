@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asr.decoding import lm_binary
+from asr.decoding import lexicon_cache, lm_binary
 from asr.decoding.beam import BeamConfig, WordLM
 from asr.text.tokenizer import Tokenizer
 from asr.training.lm import build_arpa, read_sentences
@@ -72,4 +72,6 @@ def tune_weight(logprobs: list[np.ndarray], refs: list[str], tokenizer: Tokenize
                                              [cfg.word_score], cfg.beam_size)
         rows.append((weight, 100 * words.rate()))
         candidate.unlink()
+        lm_binary.forget(candidate)  # its binary and lexicon, where the search cached them
+        lexicon_cache.forget(candidate)
     return rows
