@@ -11,6 +11,7 @@ from flashlight.lib.text.dictionary import Dictionary
 
 from asr.decoding import beam, lexicon_cache, lm_binary
 from asr.decoding.beam import BeamConfig, WordLM
+from asr.decoding.hotwords import Hotword
 from asr.pretrained import default_lm_path
 from asr.text.tokenizer import Tokenizer
 from asr.training.finetune.lm import binary_beside
@@ -119,8 +120,12 @@ def test_the_lexicon_cache_gives_the_same_search_and_skips_the_arpa(tmp_path: Pa
         second = WordLM(tokenizer, arpa, BeamConfig(beam_size=8))
     assert [second.words.get_entry(i) for i in range(second.words.index_size())] == \
         [first.words.get_entry(i) for i in range(first.words.index_size())]
+    assert first._entries is None and second._entries is None  # cached: not held, read again when asked for
+    held = {name: getattr(first.entries, name) for name in lexicon_cache.ARRAYS}
     for name in lexicon_cache.ARRAYS:
-        assert np.array_equal(getattr(second.entries, name), getattr(first.entries, name)), name
+        assert np.array_equal(getattr(second.entries, name), held[name]), name
+    frog = second.biasing.get([Hotword(("FROG",), 5.0)])  # a hotword list's trie: the cached entries, and its word
+    assert frog.added == ["FROG"] and frog.trie is not second.trie
     logprobs = emissions(tokenizer, [{"A": 0.9}, {"|": 0.9}, {"K": 0.55, "C": 0.4}, {"A": 0.9}, {"T": 0.9}])
     texts = []
     for lm in (first, second):
@@ -134,6 +139,8 @@ def test_the_lexicon_cache_gives_the_same_search_and_skips_the_arpa(tmp_path: Pa
     assert len(list((cache / "lexicon").glob("*.npz"))) == 1
     lexicon_cache.forget(arpa)
     assert not list((cache / "lexicon").glob("*.npz"))
+    for name in lexicon_cache.ARRAYS:  # the cache gone: the lexicon's own words spelled again, the same entries
+        assert np.array_equal(getattr(again.entries, name), getattr(WordLM(tokenizer, arpa).entries, name)), name
 
 
 def test_a_tokenizer_made_in_code_is_never_cached(tmp_path: Path, cache: Path) -> None:

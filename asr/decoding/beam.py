@@ -190,14 +190,14 @@ class WordLM:
         if separator:
             self.end_frame = np.full((1, len(units)), _IMPOSSIBLE, np.float32)
             self.end_frame[0, self.silence] = 0.0
-        cache = self._cache_file()
-        lm_stamp = lm_binary.stamp(self.path) if cache else ""
-        stored = lexicon_cache.load(cache, lm_stamp) if cache else None
+        self._cache = self._cache_file()
+        self._stamp = lm_binary.stamp(self.path) if self._cache else ""
+        stored = lexicon_cache.load(self._cache, self._stamp) if self._cache else None
         if stored is not None:
             names, arrays = stored
-            self.entries = Entries(**arrays)
+            self._entries: Entries | None = Entries(**arrays)
         else:
-            names, self.entries = self._spell_words(tokenizer, cfg)
+            names, self._entries = self._spell_words(tokenizer, cfg)
         self.words = Dictionary(names)  # word -> label, in the order spelled (<unk> last)
         try:
             with _quiet_stderr():
@@ -205,15 +205,17 @@ class WordLM:
         except RuntimeError as err:
             raise LMError(f"{self.path}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
         if stored is None:
-            start = self.lm.start(False)
-            scores = np.fromiter((self.lm.score(start, word)[1] for word in range(len(names))), np.float32, len(names))
-            self.entries.scores = scores[self.entries.labels]
-            self.entries.kept = np.fromiter((kept for *_, kept in self._admitted([])), bool, len(self.entries))
-            if cache is not None:
-                with contextlib.suppress(OSError):  # an unwritable cache: the next load spells the words again
-                    lexicon_cache.save(cache, lm_stamp, names, vars(self.entries))
+            self._score(self._entries, len(names))
+            if self._cache is not None:
+                try:
+                    lexicon_cache.save(self._cache, self._stamp, names, vars(self._entries))
+                    stored = True
+                except OSError:  # an unwritable cache: the next load spells the words again
+                    pass
         del names  # 206k strings: the Dictionary holds the words now
         self.trie = self.build_trie([])
+        if stored is not None:  # in the cache: read again only for a hotword list's trie (`entries`), 13 MB less
+            self._entries = None
         self.unk = self.words.get_index(UNK)
         self.biasing = BiasingCache(self)  # hotword lists -> their Biasing (asr.decoding.biasing)
         token_beam = min(cfg.token_beam or len(units), len(units))
@@ -221,6 +223,27 @@ class WordLM:
             beam_size=cfg.beam_size, beam_size_token=token_beam, beam_threshold=cfg.beam_threshold, lm_weight=cfg.lm_weight,
             word_score=cfg.word_score, unk_score=float("-inf"), sil_score=0.0, log_add=False,
             criterion_type=CriterionType.CTC)
+
+    @property
+    def entries(self) -> Entries:
+        """The lexicon trie's entries: kept where they are not cached, else read from the cache when asked for."""
+        if self._entries is not None:
+            return self._entries
+        stored = lexicon_cache.load(self._cache, self._stamp)
+        if stored is not None:
+            return Entries(**stored[1])
+        # the cache was removed or replaced: the lexicon's own words spelled again (the same labels)
+        names, entries = self._spell([self.words.get_entry(i) for i in range(self.unk)], None)
+        self._score(entries, len(names))
+        self._entries = entries
+        return entries
+
+    def _score(self, entries: Entries, words: int) -> None:
+        """Fill in each entry's score (its word's log10 p after <s>) and whether the lexicon trie keeps it."""
+        start = self.lm.start(False)
+        scores = np.fromiter((self.lm.score(start, word)[1] for word in range(words)), np.float32, words)
+        entries.scores = scores[entries.labels]
+        entries.kept = np.fromiter((kept for *_, kept in self._admitted([], entries)), bool, len(entries))
 
     def _cache_file(self) -> Path | None:
         """Where this LM's lexicon is cached (`asr.decoding.lexicon_cache`): for a large LM and a tokenizer loaded from
@@ -235,6 +258,11 @@ class WordLM:
         words = arpa_words(self.path) if self.path else None
         most = cfg.lexicon_words if words else None  # without an LM: the whole lexicon
         words = phone_words(tokenizer, words, most) if tokenizer.kind == "phone" else words
+        return self._spell(words, most)
+
+    def _spell(self, words: list[str], most: int | None) -> tuple[list[str], Entries]:
+        """The first `most` of `words` the tokenizer spells, then <unk>, and their trie entries, unscored."""
+        tokenizer = self.tokenizer
         unit_ids = {unit: self.units.get_index(unit) for unit in self.units_list}
         spelled, offsets, labels = array("i"), array("q", [0]), array("i")  # grown entry by entry, no list per word
         names: list[str] = []
@@ -268,17 +296,18 @@ class WordLM:
                 if admitted:
                     trie.insert(unit_ids, index, score)
         else:  # the lexicon alone: the entries it keeps are known (and cached with them)
-            for unit_ids, index, score in self.entries.rows(only_kept=True):
+            for unit_ids, index, score in self._entries.rows(only_kept=True):
                 trie.insert(unit_ids, index, score)
         trie.smear(SmearingMode.MAX)
         return trie
 
-    def _admitted(self, extra: list[tuple[list[int], int, float]]):
-        """(unit ids, label, score, whether the trie takes it) for `extra`'s entries, then the lexicon's: the rule
-        of `build_trie`."""
+    def _admitted(self, extra: list[tuple[list[int], int, float]], lexicon: Entries | None = None):
+        """(unit ids, label, score, whether the trie takes it) for `extra`'s entries, then the lexicon's (`lexicon`,
+        else `entries`): the rule of `build_trie`."""
         held = {}  # spelling -> the scores of its words so far
         phones = self.tokenizer.kind == "phone"
-        entries = itertools.chain(((*entry, True) for entry in extra), ((*entry, False) for entry in self.entries))
+        lexicon = self.entries if lexicon is None else lexicon
+        entries = itertools.chain(((*entry, True) for entry in extra), ((*entry, False) for entry in lexicon))
         for unit_ids, index, score, is_extra in entries:
             if phones:
                 key = bytes(unit_ids)  # phone ids < 256: a key of 40 bytes, not a tuple's 100
