@@ -17,6 +17,7 @@ import torch
 
 import asr
 from asr import transcribe
+from asr.decoding import lm_binary
 from asr.finetune import main
 from asr.training.finetune.recipe import Recipe, anchor_of, guard_of
 from asr.training.finetune.split import split_rows
@@ -188,6 +189,8 @@ def test_a_run_stopped_with_ctrl_c_resumes_and_gives_a_model_folder_every_tool_t
     from omegaconf import OmegaConf
     assert OmegaConf.load(out / "config.yaml").freeze == ["subsampling."]  # the front end did not train
 
+    if lm_binary.find_tool() is not None:  # scripts/setup.sh builds it: the folder's LM then loads at once
+        assert lm_binary.fast_form(out / "lm.arpa.gz") == out / "lm.klm"
     model = asr.load(out)
     assert model.decoder.lm.path == out / "lm.arpa.gz"
     assert all(model.decoder.lm.words.contains(w.upper()) for w in WORDS)  # the data's words are possible outputs

@@ -183,6 +183,10 @@ def test_runtime_installs_and_transcribes_without_the_training_stack(tmp_path):
                             capture_output=True, text=True, env=ENV, timeout=600))  # the console script
     location = subprocess.run([python, "-c", "import asr; print(asr.__file__)"], cwd=tmp_path, capture_output=True, text=True)
     assert str(venv) in location.stdout  # the installed package ran, not the checkout
+    shipped = subprocess.run([python, "-c", "from asr.decoding import lm_binary as b; from asr.pretrained import "
+                              "default_lm_path as p; print(b.fast_form(p()).name)"], cwd=tmp_path, capture_output=True,
+                             text=True, env=ENV)
+    assert shipped.stdout.strip() == "default.klm", shipped.stderr  # the LM's binary ships and matches its ARPA
     expected = ok(run_tool("transcribe", *audio, "--backend", "torch", cwd=tmp_path))
     assert got == expected and len(got.splitlines()) == len(EXAMPLES) + 1
     texts = [line.split("\t")[1] for line in got.splitlines()]

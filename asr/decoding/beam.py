@@ -34,6 +34,7 @@ from flashlight.lib.text.decoder import CriterionType, LexiconDecoder, LexiconDe
 from flashlight.lib.text.decoder.kenlm import KenLM
 from flashlight.lib.text.dictionary import Dictionary
 
+from asr.decoding import lexicon_cache, lm_binary
 from asr.decoding.biasing import Biasing, BiasingCache
 from asr.decoding.ctc import GreedySearch, Token
 from asr.text.tokenizer import BLANK, Tokenizer
@@ -131,20 +132,32 @@ def _quiet_stderr():
 class Entries:
     """The lexicon trie's words, packed (lists of lists cost ~250 bytes a word, 50 MB for 200k words): entry i
     spells word `labels[i]` as units[offsets[i]:offsets[i + 1]], scored `scores[i]` (its log10 p after <s>, which
-    the trie smears towards the root); iterating gives (unit ids, label, score)."""
+    the trie smears towards the root); iterating gives (unit ids, label, score). `kept[i]`: whether the lexicon
+    trie holds entry i (`WordLM.build_trie` leaves some homophones out)."""
 
     units: np.ndarray  # (U,) int32
     offsets: np.ndarray  # (N + 1,) int64
     labels: np.ndarray  # (N,) int32
     scores: np.ndarray  # (N,) float32
+    kept: np.ndarray  # (N,) bool
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def __iter__(self):
-        offsets = self.offsets.tolist()
-        for i, (label, score) in enumerate(zip(self.labels.tolist(), self.scores.tolist())):
-            yield self.units[offsets[i]:offsets[i + 1]].tolist(), label, score
+        return self.rows()
+
+    def rows(self, only_kept: bool = False, chunk: int = 4096):
+        """(unit ids, label, score) of every entry (or only the kept ones), a chunk's arrays made Python lists at a
+        time (the whole lexicon's would hold ~35 MB more at once)."""
+        for start in range(0, len(self), chunk):
+            stop = min(start + chunk, len(self))
+            offsets = (self.offsets[start:stop + 1] - self.offsets[start]).tolist()
+            units = self.units[self.offsets[start]:self.offsets[stop]].tolist()
+            kept = self.kept[start:stop].tolist()
+            for i, (label, score) in enumerate(zip(self.labels[start:stop].tolist(), self.scores[start:stop].tolist())):
+                if kept[i] or not only_kept:
+                    yield units[offsets[i]:offsets[i + 1]], label, score
 
 
 def phone_words(tokenizer: Tokenizer, words: list[str] | None, most: int | None) -> list[str]:
@@ -177,38 +190,32 @@ class WordLM:
         if separator:
             self.end_frame = np.full((1, len(units)), _IMPOSSIBLE, np.float32)
             self.end_frame[0, self.silence] = 0.0
-        words = arpa_words(self.path) if self.path else None
-        most = cfg.lexicon_words if words else None  # without an LM: the whole lexicon
-        words = phone_words(tokenizer, words, most) if tokenizer.kind == "phone" else words
-        self.words = Dictionary()  # word -> index, in the order added
-        unit_ids = {unit: self.units.get_index(unit) for unit in units}
-        spelled, offsets, labels = array("i"), array("q", [0]), array("i")  # grown entry by entry, no list per word
-        count = 0
-        for word in words:  # most probable first; spelled as far as the lexicon goes
-            if most is not None and count >= most:
-                break
-            if spellings := [s for s in tokenizer.pronunciations(word) if s]:  # several for a phone model's word
-                for spelling in spellings:
-                    spelled.extend(unit_ids[unit] for unit in spelling)
-                    offsets.append(len(spelled))
-                    labels.append(count)
-                self.words.add_entry(word)
-                count += 1
-        spelled.append(unit_ids[UNK])
-        offsets.append(len(spelled))
-        labels.append(count)
-        self.words.add_entry(UNK)
+        self._cache = self._cache_file()
+        self._stamp = lm_binary.stamp(self.path) if self._cache else ""
+        stored = lexicon_cache.load(self._cache, self._stamp) if self._cache else None
+        if stored is not None:
+            names, arrays = stored
+            self._entries: Entries | None = Entries(**arrays)
+        else:
+            names, self._entries = self._spell_words(tokenizer, cfg)
+        self.words = Dictionary(names)  # word -> label, in the order spelled (<unk> last)
         try:
             with _quiet_stderr():
-                self.lm = KenLM(str(self.path), self.words) if self.path else ZeroLM()
+                self.lm = KenLM(str(lm_binary.fast_form(self.path)), self.words) if self.path else ZeroLM()
         except RuntimeError as err:
             raise LMError(f"{self.path}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
-        start = self.lm.start(False)
-        scores = np.fromiter((self.lm.score(start, word)[1] for word in range(count + 1)), np.float32, count + 1)
-        labels_a = np.frombuffer(labels, np.int32)
-        self.entries = Entries(np.frombuffer(spelled, np.int32), np.frombuffer(offsets, np.int64), labels_a,
-                               scores[labels_a])
+        if stored is None:
+            self._score(self._entries, len(names))
+            if self._cache is not None:
+                try:
+                    lexicon_cache.save(self._cache, self._stamp, names, vars(self._entries))
+                    stored = True
+                except OSError:  # an unwritable cache: the next load spells the words again
+                    pass
+        del names  # 206k strings: the Dictionary holds the words now
         self.trie = self.build_trie([])
+        if stored is not None:  # in the cache: read again only for a hotword list's trie (`entries`), 13 MB less
+            self._entries = None
         self.unk = self.words.get_index(UNK)
         self.biasing = BiasingCache(self)  # hotword lists -> their Biasing (asr.decoding.biasing)
         token_beam = min(cfg.token_beam or len(units), len(units))
@@ -217,6 +224,65 @@ class WordLM:
             word_score=cfg.word_score, unk_score=float("-inf"), sil_score=0.0, log_add=False,
             criterion_type=CriterionType.CTC)
 
+    @property
+    def entries(self) -> Entries:
+        """The lexicon trie's entries: kept where they are not cached, else read from the cache when asked for."""
+        if self._entries is not None:
+            return self._entries
+        stored = lexicon_cache.load(self._cache, self._stamp)
+        if stored is not None:
+            return Entries(**stored[1])
+        # the cache was removed or replaced: the lexicon's own words spelled again (the same labels)
+        names, entries = self._spell([self.words.get_entry(i) for i in range(self.unk)], None)
+        self._score(entries, len(names))
+        self._entries = entries
+        return entries
+
+    def _score(self, entries: Entries, words: int) -> None:
+        """Fill in each entry's score (its word's log10 p after <s>) and whether the lexicon trie keeps it."""
+        start = self.lm.start(False)
+        scores = np.fromiter((self.lm.score(start, word)[1] for word in range(words)), np.float32, words)
+        entries.scores = scores[entries.labels]
+        entries.kept = np.fromiter((kept for *_, kept in self._admitted([], entries)), bool, len(entries))
+
+    def _cache_file(self) -> Path | None:
+        """Where this LM's lexicon is cached (`asr.decoding.lexicon_cache`): for a large LM and a tokenizer loaded from
+        bytes only (a small LM spells its words in well under a second)."""
+        if self.path is None or self.tokenizer.fingerprint is None or self.path.stat().st_size < lm_binary.CONVERT_FROM:
+            return None
+        return lexicon_cache.key_path(self.tokenizer.fingerprint, self.path, self.cfg.lexicon_words)
+
+    def _spell_words(self, tokenizer: Tokenizer, cfg: BeamConfig) -> tuple[list[str], Entries]:
+        """The lexicon's words (the LM's, most probable first, as far as the tokenizer spells them; <unk> last) and
+        their trie entries, unscored."""
+        words = arpa_words(self.path) if self.path else None
+        most = cfg.lexicon_words if words else None  # without an LM: the whole lexicon
+        words = phone_words(tokenizer, words, most) if tokenizer.kind == "phone" else words
+        return self._spell(words, most)
+
+    def _spell(self, words: list[str], most: int | None) -> tuple[list[str], Entries]:
+        """The first `most` of `words` the tokenizer spells, then <unk>, and their trie entries, unscored."""
+        tokenizer = self.tokenizer
+        unit_ids = {unit: self.units.get_index(unit) for unit in self.units_list}
+        spelled, offsets, labels = array("i"), array("q", [0]), array("i")  # grown entry by entry, no list per word
+        names: list[str] = []
+        for word in words:  # most probable first; spelled as far as the lexicon goes
+            if most is not None and len(names) >= most:
+                break
+            if spellings := [s for s in tokenizer.pronunciations(word) if s]:  # several for a phone model's word
+                for spelling in spellings:
+                    spelled.extend(unit_ids[unit] for unit in spelling)
+                    offsets.append(len(spelled))
+                    labels.append(len(names))
+                names.append(word)
+        spelled.append(unit_ids[UNK])
+        offsets.append(len(spelled))
+        labels.append(len(names))
+        names.append(UNK)
+        return names, Entries(np.frombuffer(spelled, np.int32), np.frombuffer(offsets, np.int64),
+                              np.frombuffer(labels, np.int32), np.zeros(len(labels), np.float32),
+                              np.ones(len(labels), bool))
+
     def build_trie(self, extra: list[tuple[list[int], int, float]]) -> Trie:
         """The lexicon trie: every lexicon word, plus `extra` entries (unit ids, word label, score). A phone model's
         spelling holds at most flashlight's 6 words (homophones): `extra`'s first, then the LM's likeliest; a word
@@ -224,19 +290,33 @@ class WordLM:
         for; without an LM, every homophone) is left out, as the search could tell the two apart only by float
         rounding, which batching changes (the first stays: the LM's likelier, or the lexicon's earlier). Letters
         spell each word apart."""
-        trie, held = Trie(len(self.units_list), self.silence), {}  # spelling -> the scores of its words so far
+        trie = Trie(len(self.units_list), self.silence)
+        if extra:
+            for unit_ids, index, score, admitted in self._admitted(extra):
+                if admitted:
+                    trie.insert(unit_ids, index, score)
+        else:  # the lexicon alone: the entries it keeps are known (and cached with them)
+            for unit_ids, index, score in self._entries.rows(only_kept=True):
+                trie.insert(unit_ids, index, score)
+        trie.smear(SmearingMode.MAX)
+        return trie
+
+    def _admitted(self, extra: list[tuple[list[int], int, float]], lexicon: Entries | None = None):
+        """(unit ids, label, score, whether the trie takes it) for `extra`'s entries, then the lexicon's (`lexicon`,
+        else `entries`): the rule of `build_trie`."""
+        held = {}  # spelling -> the scores of its words so far
         phones = self.tokenizer.kind == "phone"
-        entries = itertools.chain(((*entry, True) for entry in extra), ((*entry, False) for entry in self.entries))
+        lexicon = self.entries if lexicon is None else lexicon
+        entries = itertools.chain(((*entry, True) for entry in extra), ((*entry, False) for entry in lexicon))
         for unit_ids, index, score, is_extra in entries:
             if phones:
                 key = bytes(unit_ids)  # phone ids < 256: a key of 40 bytes, not a tuple's 100
                 scores = held.get(key, ())
                 if len(scores) >= _TRIE_LABELS or (not is_extra and score in scores):
+                    yield unit_ids, index, score, False
                     continue
                 held[key] = (*scores, score)
-            trie.insert(unit_ids, index, score)
-        trie.smear(SmearingMode.MAX)
-        return trie
+            yield unit_ids, index, score, True
 
     @classmethod
     def shared(cls, tokenizer: Tokenizer, arpa: str | Path | None, cfg: BeamConfig = BeamConfig()) -> "WordLM":

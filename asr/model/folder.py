@@ -5,6 +5,8 @@
                             onnxruntime is installed)
     DIR/lm.arpa.gz          its word LM (gzip-compressed ARPA; a folder of before 2026-12-03 has lm.arpa): the
                             beam search's default for this model, as the bundled LM is for the bundled model
+    DIR/lm.klm              its KenLM binary form, where build_binary made one (`asr.decoding.lm_binary`): what the
+                            search loads, at once, while it matches lm.arpa.gz (lm.klm.json holds the ARPA's stamp)
     DIR/MODEL_CARD.md       what it was trained on and how it scored (`python -m asr.finetune` writes all of these)
 
 Only the weights or the export need be there: a training run folder (`run_dir`, which holds

@@ -11,6 +11,7 @@ L D"): no words; those come from the lexicon search (`asr.decoding.beam`).
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 from functools import cached_property
@@ -41,12 +42,25 @@ class Tokenizer:
         if kind == "bpe":
             self.sp = spm.SentencePieceProcessor(model_proto=sp_model)
         self.word_boundary = word_boundary if kind == "phone" else kind == "char"
-        self.lexicon: Lexicon | None = None  # phones: how words are spelled (stored in the bytes)
+        self._lexicon: Lexicon | None = None  # phones: how words are spelled (stored in the bytes)
+        self._stored_lexicon: bytes | None = None  # its gzipped text, read on first use (`lexicon`)
+        self.fingerprint: str | None = None  # a digest of the bytes (and G2P) it was loaded from: what the word
+        # search's lexicon cache is keyed on (`asr.decoding.lexicon_cache`); None for one made or changed in code
         self._units = phone_units(word_boundary) if kind == "phone" else _CHAR_UNITS
+
+    @property
+    def lexicon(self) -> Lexicon | None:
+        """How a phone model spells words. A loaded model's is read from its bytes on first use: with the word
+        search's lexicon cached (`asr.decoding.lexicon_cache`), only a hotword list needs it (262k words, 57 MB)."""
+        if self._stored_lexicon is not None:
+            from asr.text.g2p import bundled_g2p  # noqa: PLC0415 (phone models only)
+            text, self._stored_lexicon = gzip.decompress(self._stored_lexicon).decode(), None
+            self._lexicon = Lexicon.from_text(text, "the model's lexicon", bundled_g2p())
+        return self._lexicon
 
     def with_lexicon(self, lexicon: Lexicon) -> "Tokenizer":
         """This tokenizer spelling words through `lexicon` (phones; other kinds ignore it). Returns self."""
-        self.lexicon = lexicon
+        self._lexicon, self._stored_lexicon, self.fingerprint = lexicon, None, None
         return self
 
     @classmethod
@@ -154,10 +168,16 @@ class Tokenizer:
         installation has one) for words outside it."""
         header, _, body = data.partition(b"\n")
         fields = json.loads(header)
+        digest = hashlib.blake2b(data, digest_size=16)
         if fields["kind"] != "phone":
-            return cls(fields["kind"], body or None)
-        tokenizer = cls("phone", word_boundary=fields.get("word_boundary", True))
-        if body:
-            from asr.text.g2p import bundled_g2p  # noqa: PLC0415 (phone models only)
-            tokenizer.with_lexicon(Lexicon.from_text(gzip.decompress(body).decode(), "the model's lexicon", bundled_g2p()))
+            tokenizer = cls(fields["kind"], body or None)
+        else:
+            tokenizer = cls("phone", word_boundary=fields.get("word_boundary", True))
+            if body:
+                from asr.pretrained import bundled  # noqa: PLC0415 (phone models only)
+                from asr.text.g2p import FILE  # noqa: PLC0415
+                tokenizer._stored_lexicon = body  # read on first use (`lexicon`)
+                g2p = bundled(FILE)  # it spells the words the lexicon lacks
+                digest.update(g2p.read_bytes() if g2p else b"no G2P")
+        tokenizer.fingerprint = digest.hexdigest()
         return tokenizer

@@ -35,6 +35,7 @@ from asr.corpus.manifest import read_manifest  # noqa: E402
 from asr.text.normalize import normalize  # noqa: E402
 from asr.training import kneser_ney as kn  # noqa: E402
 from asr.training.book_text import book_paragraphs, book_sentences  # noqa: E402
+from asr.decoding.lm_binary import beside, matches, stamp, write_binary  # noqa: E402
 from asr.training.ngram import BOS, EOS, UNK, UNK_ID, BackoffModel, interpolate, perplexity, write_arpa  # noqa: E402
 from recipes.native.lm import sentences as in_domain_sentences  # noqa: E402
 
@@ -182,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
                 for stale in (a.work / "counts").glob("*.npz"):
                     stale.unlink()
             run()
+    if not matches(beside(a.out), stamp(a.out)):  # 5. binary: KenLM's memory-mapped form, which loads at once
+        log(f"-> {write_binary(a.out)} (KenLM's binary form)")
     return 0
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from asr.decoding import lexicon_cache, lm_binary
 from asr.decoding.beam import BeamConfig, WordLM
 from asr.text.tokenizer import Tokenizer
 from asr.training.lm import build_arpa, read_sentences
@@ -31,6 +32,19 @@ def text_lm(train_manifest: Path, out: Path, order: int = 3) -> list[str]:
     sentences = read_sentences(train_manifest)
     out.write_text(build_arpa(sentences, order), encoding="utf-8")
     return sentences
+
+
+def binary_beside(arpa: Path) -> str:
+    """Write `arpa`'s KenLM binary beside it (`asr.decoding.lm_binary`: the search then loads it at once); a line
+    saying what was done."""
+    if lm_binary.find_tool() is None:
+        return (f"word LM: KenLM's build_binary is not installed (bash scripts/build_kenlm.sh), so {arpa.name} is "
+                "parsed at each load (or converted into the cache on first use, once it is)")
+    try:
+        binary = lm_binary.write_binary(arpa)
+    except (RuntimeError, OSError) as err:
+        return f"word LM: no binary form ({err}); {arpa.name} is parsed at each load"
+    return f"word LM: {binary.name}, its binary form ({binary.stat().st_size / 1e6:.1f} MB), loads at once"
 
 
 def words_of(sentences: list[str]) -> list[str]:
@@ -58,4 +72,6 @@ def tune_weight(logprobs: list[np.ndarray], refs: list[str], tokenizer: Tokenize
                                              [cfg.word_score], cfg.beam_size)
         rows.append((weight, 100 * words.rate()))
         candidate.unlink()
+        lm_binary.forget(candidate)  # its binary and lexicon, where the search cached them
+        lexicon_cache.forget(candidate)
     return rows

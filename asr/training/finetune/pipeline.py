@@ -133,7 +133,8 @@ def guard_line(guard: str, anchor: dict, replay_minutes: float, replay_root: Pat
 
 
 def lm_stage(args: argparse.Namespace, out: Path, base_lm: Path, test_utts: list[Utterance]) -> dict:
-    """DIR/lm.arpa.gz: the training text's trigram mixed into the starting LM; what went into it."""
+    """DIR/lm.arpa.gz: the training text's trigram mixed into the starting LM (and DIR/lm.klm, its KenLM binary, where
+    build_binary is installed); what went into it."""
     data = out / "data"
     sentences = domain.text_lm(data / "train.jsonl", data / "text.arpa")
     recognizer = api.load_recognizer(out, threads=args.threads)
@@ -148,6 +149,7 @@ def lm_stage(args: argparse.Namespace, out: Path, base_lm: Path, test_utts: list
             note(f"word LM weight {candidate:g}: test beam WER {wer:.2f}")
         weight = min(tuning, key=lambda row: (row[1], abs(row[0] - args.lm_weight)))[0]  # a tie: nearest the default
     mix_arpa(data / "text.arpa", base_lm, weight, out / LM)
+    note(domain.binary_beside(out / LM))
     missing = domain.missing_from_lexicon(recognizer.tokenizer, out / LM, words)
     note(f"word LM: {len(sentences)} sentences, {len(words)} words ({len(new)} new to {base_lm.name}), weight "
          f"{weight:g}; " + (f"{len(missing)} still outside the lexicon: {' '.join(missing[:10])}" if missing
