@@ -28,7 +28,6 @@ from multiprocessing.connection import wait
 from typing import Iterator
 
 from asr.server.metrics import MULTIPROC_ENV
-from asr.server.worker import STOP_TIMEOUT, run_worker
 
 log = logging.getLogger("asr.serve")
 START_TIMEOUT = 600.0  # seconds for every worker to load its model and listen
@@ -94,8 +93,10 @@ class Supervisor:
         self.procs: dict[int, multiprocessing.process.BaseProcess] = {}
         self.stopping, self.stopped_at = False, 0.0
         self.restarts = 0
+        self.loaded: dict[int, float] = {}  # worker -> seconds from its start to listening (its model loaded)
 
     def _spawn(self, index: int, port: int) -> multiprocessing.connection.Connection:
+        from asr.server.worker import run_worker  # noqa: PLC0415 (the app and aiohttp: not to check the options)
         ours, theirs = self.context.Pipe(duplex=False)
         proc = self.context.Process(target=run_worker, args=(self.args, index, port, theirs), name=f"asr-serve-{index}")
         proc.start()
@@ -104,7 +105,8 @@ class Supervisor:
         return ours
 
     def _await_ready(self, pipes: dict[int, multiprocessing.connection.Connection]) -> None:
-        """Every worker in `pipes` listening, else StartError (the first reason a worker gave)."""
+        """Every worker in `pipes` listening (they load side by side: each was started before any is awaited),
+        else StartError (the first reason a worker gave)."""
         deadline = time.monotonic() + START_TIMEOUT
         waiting = dict(pipes)
         while waiting:
@@ -121,6 +123,7 @@ class Supervisor:
                         kind, detail = "error", f"worker {index} exited while starting"
                     if kind == "error":
                         raise StartError(detail)
+                    self.loaded[index] = detail
                     del waiting[index]
                 elif not self.procs[index].is_alive():
                     raise StartError(f"worker {index} exited while starting (code {self.procs[index].exitcode})")
@@ -162,6 +165,8 @@ class Supervisor:
     def _watch(self, port: int) -> int:
         """Until every worker has stopped: replace those that die unexpectedly. 0 if all stopped cleanly."""
         from prometheus_client import multiprocess
+
+        from asr.server.worker import STOP_TIMEOUT  # noqa: PLC0415
         codes: dict[int, int] = {}
         while len(codes) < len(self.procs):
             wait([p.sentinel for i, p in self.procs.items() if i not in codes], timeout=1.0)
