@@ -5,10 +5,12 @@
 
 Open http://HOST:PORT/ in a browser, or stream from any client to ws://HOST:PORT/asr: an optional
 first text message {"sample_rate": N}, then binary little-endian int16 mono PCM, then {"type": "end"}.
-The server answers with the JSON objects of `asr.stream --json` (a partial every 500 ms of audio,
-finals at endpoints) and closes with 1000 after the last final. The live streams of one worker share
-its model: their ready chunks go through the encoder as one batch. --workers N (default: one per core)
-runs N such processes behind the one port; a port that another process already serves is refused. GET
+The server answers with the JSON objects of `asr.stream --json` (a partial after a 500 ms chunk where the
+text changed, finals at endpoints) and closes with 1000 after the last final. The live streams of one worker
+share its model: their ready chunks go through the encoder as one batch. --workers N (default: one per core)
+runs N such processes behind the one port, loading side by side; one log line, "ready in S s: listening on
+...", says when every one listens. A port that another process already serves is refused, and the files the
+options name are checked before anything loads (asr.cli.checks). GET
 /healthz answers 200 once the model is loaded (503 while stopping), GET /metrics the Prometheus metrics.
 POST /v1/audio/transcriptions transcribes a whole file as OpenAI's endpoint does (asr.server.openai_api).
 --wyoming tcp://0.0.0.0:10300 also serves Home Assistant's Wyoming protocol on that port (asr.server.wyoming).
@@ -120,10 +122,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def listening(port: int) -> None:
         ready = round(time.monotonic() - STARTED, 1)
-        loaded = supervisor.loaded if supervisor else {}
-        log.info(f"ready in {ready:g} s: listening on http://{args.host}:{port}/ (stream to ws://{args.host}:{port}/asr)"
-                 "; Ctrl-C to stop", extra={"ready_s": ready, **({"workers": args.workers, "loaded_s": [
-                     loaded[i] for i in sorted(loaded)]} if supervisor else {})})
+        workers = {"workers": args.workers, **supervisor.load_times()} if supervisor else {}
+        log.info(f"ready in {ready:g} s: listening on http://{args.host}:{port}/ "
+                 f"(stream to ws://{args.host}:{port}/asr); Ctrl-C to stop", extra={"ready_s": ready, **workers})
         if args.host not in ("127.0.0.1", "localhost", "::1") and args.token is None:
             log.warning("listening beyond this machine without --token: anyone who can reach the port can use it")
         if args.wyoming is not None:

@@ -82,9 +82,9 @@ async def serve(app: App, host: str, port: int, reuse_port: bool, listening: Cal
 
 
 def run_worker(args: argparse.Namespace, index: int, port: int, conn: Connection) -> None:
-    """A spawned worker's body: tells the supervisor ("ready", seconds it took to load) once listening, or ("error",
-    reason)."""
-    began = time.monotonic()
+    """A spawned worker's body: tells the supervisor ("ready", (when it began, when it listened): time.time()) once
+    listening, or ("error", reason)."""
+    began = time.time()
     logs.setup(args.log_json)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the loop handles it: Ctrl-C reaches every worker
     try:
@@ -94,7 +94,7 @@ def run_worker(args: argparse.Namespace, index: int, port: int, conn: Connection
         sys.exit(1)
     try:
         clean = asyncio.run(serve(app, args.host, port, True,
-                                  lambda _: conn.send(("ready", round(time.monotonic() - began, 1))), args.wyoming))
+                                  lambda _: conn.send(("ready", (began, time.time()))), args.wyoming))
     except OSError as err:
         conn.send(("error", f"cannot listen on {args.host}:{port}: {err.strerror or err}"))
         sys.exit(1)
