@@ -143,8 +143,8 @@ class Transcriber:
 
     def stream(self, *, sample_rate: int, chunk_ms: float = 500.0) -> LiveStream:
         """A live stream of audio at `sample_rate` Hz (required: samples do not say their rate), pushed in pieces
-        of any length and stepped in chunks of `chunk_ms` (a partial after each); the emissions are those of
-        `asr.stream` for the same audio and chunk size."""
+        of any length and stepped in chunks of `chunk_ms` (a partial after each that changed the text; times to the
+        millisecond); the emissions are those of `asr.stream` for the same audio and chunk size."""
         return LiveStream(Stream(self.recognizer, self.decoder, self.endpoint, chunk_samples=chunk_samples(chunk_ms)),
                           _rate(sample_rate))
 

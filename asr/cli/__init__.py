@@ -2,6 +2,7 @@
 
 Every tool decodes the same way by default: with the bundled model, a beam search with the bundled
 word LM (`--greedy` turns it off); with another model, greedy CTC unless `--lm` names a word LM.
+What the options name is checked before anything loads, in one place: `asr.cli.checks`.
 """
 from __future__ import annotations
 

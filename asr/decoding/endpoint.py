@@ -194,9 +194,9 @@ class Segmenter:
 
 class Stream:
     """One live stream, pushed as its audio arrives: `push` each piece of 16 kHz float32 samples, then
-    `finish` once; each returns the emissions that became due (a partial after each chunk, each final as
-    soon as the audio holds its endpoint: `asr.decoding.stepping`; `early=False`: only at the end of a chunk, which
-    changes nothing but the finals' `time` and `compute_ms`). Pieces are chunk boundaries as they come,
+    `finish` once; each returns the emissions that became due (a partial after a chunk that changed the text,
+    each final as soon as the audio holds its endpoint: `asr.decoding.stepping`; `early=False`: only at the end
+    of a chunk, which changes nothing but the finals' `time` and `compute_ms`). Pieces are chunk boundaries as they come,
     or, with `chunk_samples`, are cut into chunks of exactly that many samples first (any piece lengths
     then give the same emissions). Memory stays bounded: a closed segment's state is dropped."""
 
