@@ -29,7 +29,7 @@ from asr.audio.files import read_blocks
 from asr.audio.resample import StreamingResampler, resample
 from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
-from asr.decoding.endpoint import Emission, EndpointConfig, Stream, emissions
+from asr.decoding.endpoint import Emission, EndpointConfig, Stream, emissions, ms
 from asr.decoding.hotwords import parse_hotwords, read_hotwords
 from asr.model.folder import folder_lm
 from asr.model.recognizer import Recognizer
@@ -143,8 +143,8 @@ class Transcriber:
 
     def stream(self, *, sample_rate: int, chunk_ms: float = 500.0) -> LiveStream:
         """A live stream of audio at `sample_rate` Hz (required: samples do not say their rate), pushed in pieces
-        of any length and stepped in chunks of `chunk_ms` (a partial after each); the emissions are those of
-        `asr.stream` for the same audio and chunk size."""
+        of any length and stepped in chunks of `chunk_ms` (a partial after each that changed the text; times to the
+        millisecond); the emissions are those of `asr.stream` for the same audio and chunk size."""
         return LiveStream(Stream(self.recognizer, self.decoder, self.endpoint, chunk_samples=chunk_samples(chunk_ms)),
                           _rate(sample_rate))
 
@@ -183,7 +183,7 @@ class Transcriber:
         segments = [Segment(e.start, e.end, e.text, e.words, e.plain or "") for e in finals]
         duration = heard / SAMPLE_RATE
         rtf = (time.perf_counter() - began) / duration if duration else 0.0
-        return Transcript(name, " ".join(s.text for s in segments), duration, segments, rtf)
+        return Transcript(name, " ".join(s.text for s in segments), ms(duration), segments, rtf)
 
 
 def chunk_samples(chunk_ms: float) -> int:

@@ -36,6 +36,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from asr import cli
+from asr.cli import checks
 from asr.audio import interrupt
 from asr.batch.processes import StartError
 from asr.corpus.evaluation import evaluate, restorer_lines, summarize
@@ -76,8 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs > 1 and (args.streaming or args.batch_seconds == 0):
         parser.error("--jobs runs the offline mode's batches: not with --streaming or --batch-seconds 0")
     skipped = cli.skipping(args)
-    try:
+    try:  # the options and the manifest before anything loads
+        checks.options(args)
         utterances = read_manifest(args.manifest, args.split, skipped=skipped)[: args.limit] if args.manifest else []
+    except (ManifestError, ValueError) as err:
+        cli.error("evaluate", err)
+        return 1
+    try:
         model = cli.load_transcriber(args)
         decoder = model.decoder
         restorer = restorer_lines(decoder, args.restorer_text) if args.restorer_text else []

@@ -36,6 +36,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from asr import cli  # noqa: E402
+from asr.cli import checks  # noqa: E402
 from asr.audio import interrupt  # noqa: E402
 from asr.corpus.build import BuildError  # noqa: E402
 from asr.corpus.manifest import ManifestError  # noqa: E402
@@ -105,6 +106,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 @interrupt.handled(TOOL)  # Ctrl-C: one line, exit status 130; every step done so far is kept in DIR
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    try:  # what the options name, before the data is built or anything loads
+        checks.options(args)  # --model, --lm, --device
+        checks.folder_or_file(args.data)
+        if args.test is not None:
+            checks.folder_or_file(args.test)
+        checks.folder_to_write(args.out, "--out")
+    except ValueError as err:
+        cli.error(TOOL, err)
+        return 1
     try:
         return run(args)
     except ModuleNotFoundError as err:  # the runtime-only install: checking the data works, training needs torch

@@ -5,10 +5,12 @@
 
 Open http://HOST:PORT/ in a browser, or stream from any client to ws://HOST:PORT/asr: an optional
 first text message {"sample_rate": N}, then binary little-endian int16 mono PCM, then {"type": "end"}.
-The server answers with the JSON objects of `asr.stream --json` (a partial every 500 ms of audio,
-finals at endpoints) and closes with 1000 after the last final. The live streams of one worker share
-its model: their ready chunks go through the encoder as one batch. --workers N (default: one per core)
-runs N such processes behind the one port; a port that another process already serves is refused. GET
+The server answers with the JSON objects of `asr.stream --json` (a partial after a 500 ms chunk where the
+text changed, finals at endpoints) and closes with 1000 after the last final. The live streams of one worker
+share its model: their ready chunks go through the encoder as one batch. --workers N (default: one per core)
+runs N such processes behind the one port, loading side by side; one log line, "ready in S s: listening on
+...", says when every one listens. A port that another process already serves is refused, and the files the
+options name are checked before anything loads (asr.cli.checks). GET
 /healthz answers 200 once the model is loaded (503 while stopping), GET /metrics the Prometheus metrics.
 POST /v1/audio/transcriptions transcribes a whole file as OpenAI's endpoint does (asr.server.openai_api).
 --wyoming tcp://0.0.0.0:10300 also serves Home Assistant's Wyoming protocol on that port (asr.server.wyoming).
@@ -17,19 +19,23 @@ exits 0.
 """
 from __future__ import annotations
 
-import argparse
-import asyncio
-import logging
-import os
-import sys
-from contextlib import ExitStack
-from dataclasses import replace
+import time
 
-from asr import cli
-from asr.server import logs, wyoming
-from asr.server.engine import BATCH_WAIT_MS
-from asr.server.supervisor import StartError, Supervisor, claim_port, hold_port
-from asr.server.worker import LOAD_ERRORS, build_app, serve
+STARTED = time.monotonic()  # the command's start, for the time it took to be ready (before the imports below)
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from contextlib import ExitStack  # noqa: E402
+from dataclasses import replace  # noqa: E402
+
+from asr import cli  # noqa: E402
+from asr.cli import checks  # noqa: E402
+from asr.server import logs, wyoming  # noqa: E402
+from asr.server.engine import BATCH_WAIT_MS  # noqa: E402
+from asr.server.supervisor import StartError, Supervisor, claim_port, hold_port  # noqa: E402
 
 log = logging.getLogger("asr.serve")
 
@@ -104,11 +110,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--token must not be empty")
     if args.wyoming is not None and args.wyoming.port == args.port != 0:
         parser.error(f"--wyoming needs a port of its own, not --port's ({args.port})")
+    try:  # the files the options name, before any worker loads a model
+        checks.options(args)
+        cli.endpoint_config(args).validate()
+    except ValueError as err:
+        cli.error("serve", err)
+        return 1
+    from asr.server.worker import LOAD_ERRORS, build_app, serve  # noqa: PLC0415 (aiohttp: only once checked)
     logs.setup(args.log_json)
+    supervisor = Supervisor(args, args.workers) if args.workers > 1 else None
 
     def listening(port: int) -> None:
-        log.info(f"listening on http://{args.host}:{port}/ (stream to ws://{args.host}:{port}/asr); Ctrl-C to stop",
-                 extra={"workers": args.workers} if args.workers > 1 else {})
+        ready = round(time.monotonic() - STARTED, 1)
+        workers = {"workers": args.workers, **supervisor.load_times()} if supervisor else {}
+        log.info(f"ready in {ready:g} s: listening on http://{args.host}:{port}/ "
+                 f"(stream to ws://{args.host}:{port}/asr); Ctrl-C to stop", extra={"ready_s": ready, **workers})
         if args.host not in ("127.0.0.1", "localhost", "::1") and args.token is None:
             log.warning("listening beyond this machine without --token: anyone who can reach the port can use it")
         if args.wyoming is not None:
@@ -131,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
                 return 0 if asyncio.run(serve(app, args.host, args.port, False, listening, args.wyoming)) else 1
             try:
-                cli.endpoint_config(args).validate()
-                return Supervisor(args, args.workers).run(listening)
+                return supervisor.run(listening)
             except (StartError, ValueError) as err:
                 cli.error("serve", err)
                 return 1

@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Iterator, TextIO
 import numpy as np
 
 from asr import cli
+from asr.cli import checks
 from asr.audio import SAMPLE_RATE, AudioError, interrupt
 from asr.audio.chunks import rechunk
 from asr.audio.files import load_audio, read_blocks
@@ -117,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
             cli.error("stream", err)
             return 2
         return 0
+    try:  # the options and the file before anything loads
+        checks.options(args)
+        if args.file is not None:
+            checks.audio_file(args.file)
+    except ValueError as err:
+        cli.error("stream", err)
+        return 1
     try:
         model = cli.load_transcriber(args)
     except (ModelError, LMError, ValueError, OSError) as err:

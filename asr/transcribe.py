@@ -23,6 +23,7 @@ from typing import Iterable
 from tqdm import tqdm
 
 from asr import cli
+from asr.cli import checks
 from asr.audio import AudioError, interrupt
 from asr.audio.files import AUDIO_SUFFIXES, audio_duration
 from asr.batch import cluster
@@ -110,22 +111,29 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(cluster.address_flag(sys.argv[1:] if argv is None else argv))
+    try:  # the options before anything is read or loaded
+        checks.options(args)
+        if args.jobs > 1 and "-" in args.inputs:
+            raise ValueError("--jobs reads files, not standard input ('-'): use one job for it")
+        if args.output_dir:
+            cli.make_output_dir(args.output_dir)
+    except (ValueError, OSError) as err:
+        cli.error("transcribe", err)
+        return 1
     files, seconds, errors = expand_inputs(args.inputs)
     if args.format in ("srt", "vtt") and not args.output_dir and len(files) > 1:
         parser.error(f"--format {args.format} of {len(files)} files to standard output would run their subtitles "
                      "together into one invalid file: give --output-dir DIR (one file each)")
-    for error in errors:
+    files, seconds, missing = usable(files, seconds)  # a missing file is said now, not after the model loads
+    for error in errors + missing:
         cli.error("transcribe", error)
+    errors += missing
     if not files:
-        return 1
+        return _summary(errors, [], 0)
     if args.ray is not None:  # the job on a Ray cluster (asr/batch/cluster.py)
         return 1 if errors else cluster.run(args, files)
     try:
-        model = cli.load_transcriber(args)  # bad options fail here, in one line
-        if args.jobs > 1 and any(str(f) == "-" for f in files):
-            raise ValueError("--jobs reads files, not standard input ('-'): use one job for it")
-        if args.output_dir:
-            cli.make_output_dir(args.output_dir)
+        model = cli.load_transcriber(args)
     except (ModelError, LMError, ValueError, OSError) as err:
         cli.error("transcribe", err)
         return 1
@@ -156,13 +164,32 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if results is not None:
             results.close()  # at Ctrl-C too: the --jobs pool is stopped here
-    failed_inputs = len(failed) + len(errors)
-    if failed_inputs:
-        names = ", ".join(failed + [e.split(": ")[0] for e in errors])
-        print(f"asr.transcribe: {failed_inputs} input(s) failed, {len(files) - len(failed)} transcribed; "
-              f"failed: {names}", file=sys.stderr)
-        return 1
-    return 0
+    return _summary(errors, failed, len(files) - len(failed))
+
+
+def usable(files: list[Path], seconds: list[float]) -> tuple[list[Path], list[float], list[str]]:
+    """The files that can be opened, their seconds, and an error line for each of the others
+    (`asr.cli.checks.audio_file`: missing, a folder, empty, not readable)."""
+    kept: list[tuple[Path, float]] = []
+    errors: list[str] = []
+    for path, length in zip(files, seconds):
+        try:
+            checks.audio_file(path)
+            kept.append((path, length))
+        except checks.InputError as err:
+            errors.append(str(err))
+    return [p for p, _ in kept], [s for _, s in kept], errors
+
+
+def _summary(errors: list[str], failed: list[str], transcribed: int) -> int:
+    """The exit status; with failures, first a line that counts and names them (the inputs refused at the start,
+    `errors`, and the files that failed as they were read, `failed`)."""
+    if not errors and not failed:
+        return 0
+    names = ", ".join(failed + [e.split(": ")[0] for e in errors])
+    print(f"asr.transcribe: {len(failed) + len(errors)} input(s) failed, {transcribed} transcribed; "
+          f"failed: {names}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

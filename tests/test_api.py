@@ -94,6 +94,31 @@ def test_pushed_pieces_of_any_length_give_the_stream_tools_events(model, capsys)
             live.push(wave[:100])
 
 
+def test_a_live_stream_shows_only_changes_with_times_to_the_millisecond(model) -> None:
+    """Silence before, between and after speech: no partial is empty at a segment's start, none repeats the one
+    before, and every time the API returns is rounded to the millisecond."""
+    wave, _ = sf.read(EXAMPLE, dtype="float32")
+    gap = np.zeros(24000, np.float32)
+    audio = resample(np.concatenate([gap, wave, gap, wave, gap]), 16000, 44100)
+    live = model.stream(sample_rate=44100)
+    events = [e for start in range(0, audio.size, 3000) for e in live.push(audio[start:start + 3000])]
+    events += live.finish()
+    finals = [e for e in events if e.is_final]
+    assert len(finals) == 2 and [e.segment for e in finals] == [0, 1]
+    shown = {}  # segment -> its text as last shown
+    for e in events:
+        assert e.text or shown.get(e.segment), e  # a segment's first event says something
+        assert e.is_final or e.text != shown.get(e.segment), e  # a partial is a change
+        shown[e.segment] = e.text
+    times = [t for e in events for t in (e.start, e.time, e.end)] + [t for e in finals for w in e.words
+                                                                      for t in (w.start, w.end)]
+    assert times and all(t == round(t, 3) for t in times)
+    result = model.transcribe(audio, sample_rate=44100)
+    times = [result.duration] + [t for s in result.segments for t in (s.start, s.end)] + [
+        t for w in result.words for t in (w.start, w.end)]
+    assert all(t == round(t, 3) for t in times) and result.segments[1].start == finals[1].start
+
+
 def test_options_mean_what_the_flags_mean(model) -> None:
     greedy = asr.load(greedy=True, restore=False)
     no_lm = "lexicon" if greedy.recognizer.tokenizer.kind == "phone" else "greedy"  # a phone model: a no-LM search

@@ -22,7 +22,8 @@ ENTRY_POINTS = ("stream", "transcribe", "evaluate", "serve", "export", "manifest
 TRAINING_SIDE = ("asr.training", "asr.finetune")  # off the inference path: they may import anything, the rest not them
 DEVELOPER_TOOLS = ("asr.tools", "scripts", "bench", "recipes")  # benches and recipes live outside the package
 TORCH_STACK = ("torch", "torchaudio", "lightning", "safetensors.torch", "onnx", "hydra")  # none of it is in [onnx]
-ONNX_PATH = ("asr.model.onnx_backend", "asr.api", "asr.cli", *(f"asr.{name}" for name in ENTRY_POINTS))
+ONNX_PATH = ("asr.model.onnx_backend", "asr.api", "asr.cli", "asr.server.worker",  # a worker imports its app when it runs
+             *(f"asr.{name}" for name in ENTRY_POINTS))
 MAX_TOP_LEVEL = 20  # entries of asr/ besides __init__.py
 
 

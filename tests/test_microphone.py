@@ -65,7 +65,9 @@ def test_mic_and_file_give_identical_results(fake_mic, model_path: Path) -> None
     assert from_file.returncode == 0, from_file.stderr
     live_objects = without_timing(live.stdout.splitlines())
     assert live_objects == without_timing(from_file.stdout.splitlines())
-    assert [o["time"] for o in live_objects if not o["is_final"]] == [0.5 * n for n in range(1, 9)]
+    partial_times = [o["time"] for o in live_objects if not o["is_final"]]  # at chunk ends, where the text changed
+    assert partial_times and partial_times == sorted(set(partial_times))
+    assert set(partial_times) <= {0.5 * n for n in range(1, 9)}
 
 
 def test_list_devices_and_no_device(fake_mic, tmp_path: Path) -> None:

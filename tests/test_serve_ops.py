@@ -139,3 +139,20 @@ def test_two_workers_serve_clients_with_the_results_of_asr_stream(tmp_path: Path
     assert set(seen) == {"0", "1"}
     for events, code in seen.values():
         assert code == 1000 and without_compute(events) == expected
+
+
+def test_the_workers_load_side_by_side_and_the_server_says_when_it_is_ready() -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "asr.serve", "--port", "0", "--greedy", "--workers", "2",
+                             "--log-json"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = json.loads(proc.stderr.readline())
+        port = re.search(r"http://127\.0\.0\.1:(\d+)/ ", ready["message"]).group(1)
+        with urlopen(f"http://127.0.0.1:{port}/healthz") as health:  # ready means ready: it answers at once
+            assert health.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    assert ready["message"].startswith(f"ready in {ready['ready_s']:g} s: listening on http://127.0.0.1:{port}/")
+    assert ready["workers"] == 2 and len(ready["loaded_s"]) == 2
+    assert max(ready["loaded_s"]) <= ready["loading_s"] <= ready["ready_s"]
+    assert ready["loading_s"] < sum(ready["loaded_s"])  # the two loads overlapped: one after the other takes the sum

@@ -92,9 +92,10 @@ def test_end_frame_rules() -> None:
 
 
 def test_segments_close_after_silence_and_at_end() -> None:
-    emitted = run(script(("HI", 1.5), ("THERE YOU", 0.3)))
+    wave = script(("HI", 1.5), ("THERE YOU", 0.3))
+    emitted = run(wave)
     assert finals(emitted) == [(0, "HI", 1.28), (1, "THERE YOU", 2.28)]
-    assert emitted[-1].is_final and emitted[-1].time == pytest.approx(emitted[-2].time)
+    assert emitted[-1].is_final and emitted[-1].time == pytest.approx(len(wave) / 16000)  # at the end of the input
     first = next(e for e in emitted if e.segment == 1)
     assert first.start == pytest.approx(1.28)
 
@@ -121,8 +122,9 @@ def test_finished_segments_never_change_and_new_adds_up() -> None:
 
 
 def test_silence_only_gives_no_segment_and_long_speech_is_cut_at_20_s() -> None:
-    emitted = run(script(("", 6.0)))
-    assert finals(emitted) == [] and emitted[-1].start == pytest.approx(4.8)
+    assert run(script(("", 6.0))) == []  # no final, and no empty partial either
+    silence = Segmenter(Decoder(Tokenizer("char")), 0.04, SLOW)
+    assert silence.push(one_hot(np.zeros(150, int)), 6.0) == [] and silence.start == 120  # dropped every 2.4 s
     long = run(script(*[("A B", 0.3)] * 60))  # 60 x 0.44 s of continuous speech
     assert [end for _, _, end in finals(long)][0] == pytest.approx(20.0)
 
@@ -198,8 +200,9 @@ def test_stream_file_json_and_compare_offline(model_path: Path, tmp_path: Path, 
     for final in (o for o in objects if o["is_final"]):  # a final's plain words, with times and confidences
         assert [w["word"] for w in final["words"]] == final["text"].split()
         assert all(0 <= w["confidence"] <= 1 and w["start"] < w["end"] for w in final["words"])
-    partial_times = [o["time"] for o in objects if not o["is_final"]]
-    assert partial_times == [0.5, 1.0, 1.5, 1.7]
+    partials = [o for o in objects if not o["is_final"]]  # at the ends of chunks, where the text changed
+    assert partials and {p["time"] for p in partials} <= {0.5, 1.0, 1.5, 1.7}
+    assert all(a["text"] != b["text"] for a, b in zip(partials, partials[1:]) if a["segment"] == b["segment"])
 
 
 def test_stream_file_plain_lines_match_json_finals(model_path: Path, speech_wav: Path, capsys) -> None:
@@ -216,7 +219,7 @@ def test_realtime_paces_each_chunk_like_a_microphone(model_path: Path, tmp_path:
     assert stream.main(["--file", str(audio), "--model", str(model_path), "--realtime", "--json", "--greedy"]) == 0
     partials = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert time.monotonic() - began >= 1.95
-    assert [p["time"] for p in partials if not p["is_final"]] == [0.5, 1.0, 1.5, 2.0]
+    assert {p["time"] for p in partials if not p["is_final"]} <= {0.5, 1.0, 1.5, 2.0}  # chunk ends only
 
 
 def test_realtime_releases_chunks_at_their_time(monkeypatch) -> None:

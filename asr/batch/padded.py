@@ -30,7 +30,7 @@ from asr.audio import SAMPLE_RATE, AudioError
 from asr.audio.chunks import rechunk
 from asr.audio.files import audio_duration, read_blocks
 from asr.audio.resample import resample
-from asr.decoding.endpoint import Segmenter
+from asr.decoding.endpoint import Segmenter, ms
 from asr.model.recognizer import Recognizer, StreamState
 from asr.text.formats import Segment, Transcript
 
@@ -68,7 +68,7 @@ class TranscriptSink:
         self.finals += self.segmenter.finish(now)
         segments = [Segment(e.start, e.end, e.text, e.words, e.plain or "") for e in self.finals]
         rtf = (time.perf_counter() - self.began) / now if now else 0.0
-        return Transcript(self.name, " ".join(s.text for s in segments), now, segments, rtf)
+        return Transcript(self.name, " ".join(s.text for s in segments), ms(now), segments, rtf)
 
 
 class LogprobSink:

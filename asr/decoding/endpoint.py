@@ -10,15 +10,18 @@ same whatever the decoder), frame by frame, so it does not depend on the chunk s
   3. the segment is `max_segment` s long                                        -> end
 
 Every frame goes once into the open segment's search (`asr.decoding.Decoder`: greedy, or the
-beam search with the word LM): a partial shows its best hypothesis after each chunk, and the
-final is the same search finished at the segment's end, so partials and finals agree unless the
-LM's end-of-segment score changes its mind. A final segment is never changed again.
+beam search with the word LM): after each chunk a partial shows its best hypothesis where that
+changed what the reader has (no segment opens with an empty partial, and no partial repeats the
+one before unchanged), and the final is the same search finished at the segment's end, so partials
+and finals agree unless the LM's end-of-segment score changes its mind. A final segment is never
+changed again. Times (a segment's start and end, the stream's time, word times) are in seconds,
+rounded to the millisecond.
 """
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -84,6 +87,11 @@ class Emission:
         return out if self.plain is None else {**out, "plain": self.plain}
 
 
+def ms(seconds: float) -> float:
+    """Seconds rounded to the millisecond, as every time in an emission is (2.8, not 2.8000000000000003)."""
+    return round(seconds, 3)
+
+
 def deadline(last: int | None, start: int, cfg: EndpointConfig, frame_seconds: float) -> int:
     """The frame at which the segment starting at frame `start` ends unless a token comes first,
     `last` being the frame of its last token so far (None: nothing decoded in it yet)."""
@@ -128,8 +136,8 @@ class Segmenter:
     def _emit(self, text: str, now: float, compute_ms: float, final: bool, end: float = 0.0,
               words: list[Word] | None = None) -> Emission:
         keep = len(os.path.commonprefix([self.shown, text]))  # a revision of earlier words keeps less
-        return Emission(self.index, self.start * self.frame_seconds, now, text, keep, text[keep:], final, compute_ms,
-                        end, words or [])
+        return Emission(self.index, ms(self.start * self.frame_seconds), ms(now), text, keep, text[keep:], final,
+                        compute_ms, ms(end), [replace(w, start=ms(w.start), end=ms(w.end)) for w in words or []])
 
     def _close(self, end: int, now: float, compute_ms: float) -> Emission | None:
         """Close the open segment at frame `end` (all its frames pushed); its final emission, if any text."""
@@ -143,7 +151,8 @@ class Segmenter:
             emission.plain = None if restored is None else text
             self.index += 1
         self.tokens = [t for t in self.tokens if t.frame >= end]
-        self.start, self.shown = end, ""
+        self.start = end
+        self.shown = "" if emission else self.shown  # no final: the reader still has the last partial of this segment
         self.search, self.heard = self.decoder.search(end), []
         return emission
 
@@ -167,8 +176,7 @@ class Segmenter:
         self._feed(logprobs[fed:])
         self.frames = total
         out = [e for e in closed if e is not None]
-        if partial:
-            text = self.decoder.text(self.search.best())
+        if partial and (text := self.decoder.text(self.search.best())) != self.shown:  # only what changed
             out.append(self._emit(text, now, 0.0, False))
             self.shown = text
         spent = compute_ms + (time.perf_counter() - began) * 1000
@@ -195,9 +203,9 @@ class Segmenter:
 
 class Stream:
     """One live stream, pushed as its audio arrives: `push` each piece of 16 kHz float32 samples, then
-    `finish` once; each returns the emissions that became due (a partial after each chunk, each final as
-    soon as the audio holds its endpoint: `asr.decoding.stepping`; `early=False`: only at the end of a chunk, which
-    changes nothing but the finals' `time` and `compute_ms`). Pieces are chunk boundaries as they come,
+    `finish` once; each returns the emissions that became due (a partial after a chunk that changed the text,
+    each final as soon as the audio holds its endpoint: `asr.decoding.stepping`; `early=False`: only at the end
+    of a chunk, which changes nothing but the finals' `time` and `compute_ms`). Pieces are chunk boundaries as they come,
     or, with `chunk_samples`, are cut into chunks of exactly that many samples first (any piece lengths
     then give the same emissions). Memory stays bounded: a closed segment's state is dropped."""
 

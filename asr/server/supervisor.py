@@ -4,8 +4,8 @@ Each worker (`asr.server.worker.run_worker`, started with multiprocessing's spaw
 batches its own streams and listens on the same port with SO_REUSEPORT, so the kernel spreads the
 connections over them and every core has a process of its own (one process cannot use more than
 about one core: the per-stream decoding holds the GIL). The supervisor holds the port while the workers
-load (a bound socket that does not listen takes no connections; it also finds a free port for
-`--port 0`), says "listening" once every worker is, forwards SIGTERM/SIGINT to the workers (each then
+load, all of them side by side (a bound socket that does not listen takes no connections; it also finds a free
+port for `--port 0`), says "ready ... listening" once every worker is, with how long each took, forwards SIGTERM/SIGINT to the workers (each then
 finishes its open streams), starts a new worker when one dies unexpectedly, and exits 0 once every
 worker has stopped cleanly. Metrics are shared through a fresh PROMETHEUS_MULTIPROC_DIR. Since SO_REUSEPORT
 would let a second server's sockets join the first's, `claim_port` refuses a port that is already served.
@@ -28,7 +28,6 @@ from multiprocessing.connection import wait
 from typing import Iterator
 
 from asr.server.metrics import MULTIPROC_ENV
-from asr.server.worker import STOP_TIMEOUT, run_worker
 
 log = logging.getLogger("asr.serve")
 START_TIMEOUT = 600.0  # seconds for every worker to load its model and listen
@@ -94,8 +93,10 @@ class Supervisor:
         self.procs: dict[int, multiprocessing.process.BaseProcess] = {}
         self.stopping, self.stopped_at = False, 0.0
         self.restarts = 0
+        self.loaded: dict[int, tuple[float, float]] = {}  # worker -> (time.time() it began, and it listened)
 
     def _spawn(self, index: int, port: int) -> multiprocessing.connection.Connection:
+        from asr.server.worker import run_worker  # noqa: PLC0415 (the app and aiohttp: not to check the options)
         ours, theirs = self.context.Pipe(duplex=False)
         proc = self.context.Process(target=run_worker, args=(self.args, index, port, theirs), name=f"asr-serve-{index}")
         proc.start()
@@ -104,7 +105,8 @@ class Supervisor:
         return ours
 
     def _await_ready(self, pipes: dict[int, multiprocessing.connection.Connection]) -> None:
-        """Every worker in `pipes` listening, else StartError (the first reason a worker gave)."""
+        """Every worker in `pipes` listening (they load side by side: each was started before any is awaited),
+        else StartError (the first reason a worker gave)."""
         deadline = time.monotonic() + START_TIMEOUT
         waiting = dict(pipes)
         while waiting:
@@ -121,6 +123,7 @@ class Supervisor:
                         kind, detail = "error", f"worker {index} exited while starting"
                     if kind == "error":
                         raise StartError(detail)
+                    self.loaded[index] = detail
                     del waiting[index]
                 elif not self.procs[index].is_alive():
                     raise StartError(f"worker {index} exited while starting (code {self.procs[index].exitcode})")
@@ -134,6 +137,15 @@ class Supervisor:
         for proc in self.procs.values():
             if proc.is_alive() and proc.pid is not None:
                 os.kill(proc.pid, signal.SIGTERM)
+
+    def load_times(self) -> dict:
+        """How the workers loaded: `loaded_s`, each one's seconds from its start to listening, and `loading_s`, from
+        the first one's start to the last one listening (about the slowest one's, as they load side by side)."""
+        if not self.loaded:
+            return {}
+        spans = [self.loaded[i] for i in sorted(self.loaded)]
+        return {"loaded_s": [round(ready - began, 1) for began, ready in spans],
+                "loading_s": round(max(r for _, r in spans) - min(b for b, _ in spans), 1)}
 
     def run(self, listening) -> int:
         """Start the workers, call `listening(port)`, watch them until stopped; the exit status."""
@@ -162,6 +174,8 @@ class Supervisor:
     def _watch(self, port: int) -> int:
         """Until every worker has stopped: replace those that die unexpectedly. 0 if all stopped cleanly."""
         from prometheus_client import multiprocess
+
+        from asr.server.worker import STOP_TIMEOUT  # noqa: PLC0415
         codes: dict[int, int] = {}
         while len(codes) < len(self.procs):
             wait([p.sentinel for i, p in self.procs.items() if i not in codes], timeout=1.0)

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
+import time
 from multiprocessing.connection import Connection
 from typing import Callable
 
@@ -82,7 +82,9 @@ async def serve(app: App, host: str, port: int, reuse_port: bool, listening: Cal
 
 
 def run_worker(args: argparse.Namespace, index: int, port: int, conn: Connection) -> None:
-    """A spawned worker's body: tells the supervisor ("ready", pid) once listening or ("error", reason)."""
+    """A spawned worker's body: tells the supervisor ("ready", (when it began, when it listened): time.time()) once
+    listening, or ("error", reason)."""
+    began = time.time()
     logs.setup(args.log_json)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # until the loop handles it: Ctrl-C reaches every worker
     try:
@@ -91,8 +93,8 @@ def run_worker(args: argparse.Namespace, index: int, port: int, conn: Connection
         conn.send(("error", str(err)))
         sys.exit(1)
     try:
-        clean = asyncio.run(serve(app, args.host, port, True, lambda _: conn.send(("ready", os.getpid())),
-                                    args.wyoming))
+        clean = asyncio.run(serve(app, args.host, port, True,
+                                  lambda _: conn.send(("ready", (began, time.time()))), args.wyoming))
     except OSError as err:
         conn.send(("error", f"cannot listen on {args.host}:{port}: {err.strerror or err}"))
         sys.exit(1)

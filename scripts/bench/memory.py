@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     last_chunk = -1
     for emission in emissions(recognizer, counted(looped_chunks(clips, args.minutes * 60, chunk)), decoder):
         finals += emission.is_final
-        if not emission.is_final and seen != last_chunk:  # one partial per chunk carries its compute
+        if not emission.is_final and seen != last_chunk:  # a chunk that changed the text: its partial has its compute
             times.append(emission.compute_ms)
             last_chunk = seen
     wall = time.perf_counter() - began

@@ -2,6 +2,7 @@
 
 Every tool decodes the same way by default: with the bundled model, a beam search with the bundled
 word LM (`--greedy` turns it off); with another model, greedy CTC unless `--lm` names a word LM.
+What the options name is checked before anything loads, in one place: `asr.cli.checks`.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Callable
 from asr import api
 from asr.api import chunk_samples  # noqa: F401  (the tools' --chunk-ms in samples)
 from asr.batch.padded import DEFAULT_BATCH_SECONDS
+from asr.cli import checks
 from asr.corpus.manifest import skipped_note
 from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
@@ -248,13 +250,8 @@ def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
 
 def load_recognizer(args: argparse.Namespace) -> Recognizer:
     """The acoustic model the options name (raises ModelError, or ValueError, with a one-line reason)."""
+    checks.model(args)  # what the tools checked before loading anything, for callers that did not
     int8 = getattr(args, "int8", False)
-    if int8 and args.backend == "torch":
-        raise ValueError("--int8 is a graph of the ONNX export: it needs --backend onnx, not torch")
-    if int8 and args.model and not args.onnx_dir and (
-            Path(args.model).is_file() or Path(args.model).suffix == ".safetensors"):  # an export is a folder
-        raise ValueError(f"--int8 takes its graph from an ONNX export folder, and {args.model} is a file: "
-                         "name the folder with --onnx-dir or --model")
     backend = "onnx" if args.onnx_dir else args.backend  # None: default_backend(the model)
     recognizer = api.load_recognizer(args.onnx_dir or args.model, backend, args.threads, int8,
                                      getattr(args, "device", None))
@@ -267,11 +264,8 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
     """The decoder the options ask for (`asr.api.load_decoder`), favouring --hotwords if given, restoring the
     casing and punctuation of finals unless --plain (raises LMError, or HotwordError, RestorerError and other
     ValueErrors, with a one-line reason)."""
-    if args.greedy and (args.beam or args.lm):
-        raise ValueError("--greedy cannot be combined with --beam or --lm")
+    checks.decoding(args)  # as the tools checked before loading anything, for callers that did not
     hotwords, bundled, own_lm = getattr(args, "hotwords", None), _bundled(args), folder_lm(args.model)
-    if hotwords and api.word_lm(bundled, args.greedy, args.beam, args.lm, own_lm) is None:
-        raise ValueError("--hotwords needs the beam search with a word LM (not --greedy; with --model, add --beam or --lm)")
     cfg = BeamConfig(args.beam_size, args.lm_weight, args.word_score,
                      getattr(args, "lexicon_words", BeamConfig().lexicon_words), args.beam_threshold,
                      getattr(args, "token_beam", BeamConfig().token_beam))
