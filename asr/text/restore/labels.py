@@ -13,7 +13,7 @@ import unicodedata
 from typing import Sequence
 from dataclasses import dataclass
 
-from asr.text.normalize import normalize
+from asr.text.normalize import TITLES, normalize
 
 CASES = ("lower", "capital", "upper")
 MARKS = ("", ".", ",", "?", "!")
@@ -60,11 +60,12 @@ def mark_of(between: str) -> int:
 
 def labelled(sentence: str) -> Labelled | None:
     """The labels a cased, punctuated sentence gives its normalised words; None when the sentence
-    does not map word for word onto its normalised form (numbers, symbols) or has no word."""
+    does not map word for word onto its normalised form (numbers, symbols) or has no word. A title is its
+    word as said ("Mr." -> MISTER, Capitalised), its period no mark."""
     folded = unicodedata.normalize("NFKD", sentence.replace("\u2019", "'")).encode("ascii", "ignore").decode()
     spans = [(m.start(), m.end(), m.group().strip("'")) for m in _WORD.finditer(folded)]
-    spans = [(a, b, w) for a, b, w in spans if w]
-    words = [w.upper() for _, _, w in spans]
+    spans = [(a, b + (w.upper() in TITLES and folded[b:b + 1] == "."), w) for a, b, w in spans if w]
+    words = [TITLES.get(w.upper(), w.upper()) for _, _, w in spans]
     if not words or " ".join(words) != normalize(sentence):
         return None
     cases = [case_of(w) for _, _, w in spans]
