@@ -19,6 +19,7 @@ CASES = ("lower", "capital", "upper")
 MARKS = ("", ".", ",", "?", "!")
 LOWER, CAPITAL, UPPER = range(3)
 NONE, PERIOD, COMMA, QUESTION, EXCLAIM = range(5)
+ENDS = (PERIOD, QUESTION, EXCLAIM)  # the marks that end a sentence
 _WORD = re.compile(r"[A-Za-z']+")
 # The pause before a word, as the network sees it: 0 unknown (plain text), 1 the first word of a final,
 # then bins of the seconds from the previous word's end (word times come in 40 ms frames).
@@ -83,9 +84,12 @@ def cased(word: str, case: int) -> str:
     return word.lower()
 
 
-def render(words: list[str], cases: list[int], marks: list[int]) -> str:
-    """Plain words and their labels -> the text people read: one token per word, marks attached."""
-    return " ".join(cased(w, c) + MARKS[m] for w, c, m in zip(words, cases, marks))
+def render(words: list[str], cases: list[int], marks: list[int], spelled: Sequence[str | None] | None = None) -> str:
+    """Plain words and their labels -> the text people read: one token per word, marks attached; `spelled`: a
+    word's own spelling where given ("Mr.", which takes no second period), else the word in its case."""
+    spelled = spelled or [None] * len(words)
+    return " ".join(own + ("" if own.endswith(".") and m == PERIOD else MARKS[m]) if own else cased(w, c) + MARKS[m]
+                    for w, c, m, own in zip(words, cases, marks, spelled))
 
 
 def pause_ids(pauses: Sequence[float] | None, n: int) -> list[int]:
