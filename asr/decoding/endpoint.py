@@ -12,7 +12,9 @@ same whatever the decoder), frame by frame, so it does not depend on the chunk s
 Every frame goes once into the open segment's search (`asr.decoding.Decoder`: greedy, or the
 beam search with the word LM): a partial shows its best hypothesis after each chunk, and the
 final is the same search finished at the segment's end, so partials and finals agree unless the
-LM's end-of-segment score changes its mind. A final segment is never changed again.
+LM's end-of-segment score changes its mind. A final segment is never changed again. With a restorer, a final
+is cased and punctuated after the last words of the finals before it, and whether it ends a sentence is decided
+at its endpoint from the silence after its last word (`asr.text.restore.context`).
 """
 from __future__ import annotations
 
