@@ -43,6 +43,13 @@ def test_labels_are_read_off_a_sentence_and_rendered_back() -> None:
     assert baseline(["HELLO", "THERE"]) == ([CAPITAL, LOWER], [NONE, PERIOD])
 
 
+def test_a_title_is_labelled_as_said_and_its_period_is_no_mark() -> None:
+    item = labelled("Would Mr. Thornton come? Ask Dr. Watson.")
+    assert item.words == ["WOULD", "MISTER", "THORNTON", "COME", "ASK", "DOCTOR", "WATSON"]
+    assert item.cases == [CAPITAL, CAPITAL, CAPITAL, LOWER, CAPITAL, CAPITAL, CAPITAL]
+    assert item.marks == [NONE, NONE, NONE, QUESTION, NONE, NONE, PERIOD]
+
+
 def test_pauses_become_ids_and_come_from_word_times() -> None:
     assert pause_ids(None, 3) == [NO_PAUSE] * 3
     ids = pause_ids([9.0, 0.0, 0.05, 0.3, 2.0], 5)

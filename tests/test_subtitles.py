@@ -59,12 +59,27 @@ def test_cues_follow_sentences_and_segments() -> None:
         "It was very late that night.", "We went home by train and slept until noon."]  # a sentence a cue
 
 
-def test_a_short_final_lasts_a_second_where_there_is_room() -> None:
-    t = transcript(segment("Yes.", 1.0), segment("No.", 4.0), segment("Maybe.", 4.9))
+def test_a_short_final_far_from_others_lasts_a_second_where_there_is_room() -> None:
+    t = transcript(segment("Yes.", 1.0), segment("No.", 9.0), segment("Maybe.", 9.9), segment("Well.", 20.0))
     out = check(t)
-    assert [text for _, _, text in out] == ["Yes.", "No.", "Maybe."]
+    assert [text for _, _, text in out] == ["Yes.", "No. Maybe.", "Well."]  # no neighbour within 7 s: alone
     assert all(end - start >= MIN_CUE_SECONDS - 1e-9 for start, end, _ in out), out
-    assert out[0][0] == 1.0 and out[1][1] <= 4.9  # "No." ends before "Maybe." is said
+    assert out[0][0] == 1.0 and out[1][0] == 9.0
+
+
+def test_a_final_of_one_short_word_is_no_cue_alone() -> None:
+    """Recognition cut "The" off as a final of its own (the endpointer's segment); its cue goes with the nearer
+    neighbour (here the next final, 0.3 s on, not the previous, 2 s back), also inside a long run of cues."""
+    first = segment("We walked to the station in the rain and waited for the train for an hour.", 0.0)
+    the = segment("the", first.words[-1].end + 2.0)
+    last = segment("train was late again, so we went home.", the.words[-1].end + 0.3)
+    out = check(transcript(first, the, last))
+    texts = [text.replace("\n", " ") for _, _, text in out]
+    assert not any(len(text.split()) == 1 for text in texts), texts
+    assert any(text.startswith("the train was late") for text in texts), texts
+    before = segment("It was late, so we went", 0.0)
+    alone = check(transcript(before, segment("home.", before.words[-1].end + 0.5)))
+    assert [text for _, _, text in alone] == ["It was late, so we went home."]
 
 
 def test_cues_show_the_written_form() -> None:

@@ -128,7 +128,7 @@ class ScriptedDecoder:
     def finish(self, search: "ScriptedDecoder._Search", frame_seconds: float, *_) -> tuple[str, list]:
         return search.final(), []
 
-    def restore(self, text: str, words: list | None = None) -> str | None:
+    def restore(self, text: str, words: list | None = None, context=None, after: float = 0.0) -> str | None:
         return text.title() if self.restoring else None
 
 

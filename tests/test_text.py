@@ -14,6 +14,36 @@ def test_normalize(raw, expected):
     assert normalize(raw) == expected
 
 
+@pytest.mark.parametrize("raw, expected", [
+    ("Would Mr. Thornton come?", "WOULD MISTER THORNTON COME"), ("Mrs Brown", "MISSUS BROWN"),
+    ("Dr. Watson and St. Paul", "DOCTOR WATSON AND SAINT PAUL"), ("lived in Baker St.", "LIVED IN BAKER STREET"),
+    ("MR THORNTON", "MISTER THORNTON"), ("MRS DR ST", "MISSUS DOCTOR SAINT")])
+def test_titles_normalise_to_the_words_said(raw, expected):
+    assert normalize(raw) == expected
+
+
+def test_a_reference_and_a_hypothesis_agree_whichever_way_a_title_is_spelled():
+    for ref, hyp in [("Mr. Thornton", "MISTER THORNTON"), ("MISTER THORNTON", "MR THORNTON"),
+                     ("MISSUS BROWN", "MRS BROWN"), ("In 1840, he", "IN EIGHTEEN FORTY HE")]:
+        assert normalize(ref) == normalize(hyp) == normalize(normalize(hyp))
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("In 1840, he", "IN EIGHTEEN FORTY HE"), ("in 1465.", "IN FOURTEEN SIXTY FIVE"), ("1905", "NINETEEN OH FIVE"),
+    ("by 1600 AD", "BY SIXTEEN HUNDRED AD"), ("the 1920s", "THE NINETEEN TWENTIES"),
+    ("the 21st, 2nd and 40th", "THE TWENTY FIRST SECOND AND FORTIETH")])
+def test_years_and_ordinals_normalise_as_readers_say_them(raw, expected):
+    assert normalize(raw) == expected
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("42", "FORTY TWO"), ("1,500 men", "ONE THOUSAND FIVE HUNDRED MEN"), ("1000", "ONE THOUSAND"),
+    ("1066", "ONE THOUSAND SIXTY SIX"), ("2005", "TWO THOUSAND FIVE"), ("12345", "TWELVE THOUSAND THREE HUNDRED FORTY FIVE"),
+    ("3 to 7", "THREE TO SEVEN"), ("Street", "STREET")])
+def test_other_numbers_normalise_as_before(raw, expected):
+    assert normalize(raw) == expected
+
+
 def test_number_words():
     assert number_to_words(0) == "ZERO"
     assert number_to_words(115) == "ONE HUNDRED FIFTEEN"

@@ -21,6 +21,10 @@ WRITTEN = WrittenForm()
     ("Where are you going to keep it?", "Where are you going to keep it?"),  # no number: untouched
     ("It opens on the twenty first of June at half past three.", "It opens on the 21st of June at half past three."),
     ("They came at the eleventh hour, on the fourth of July.", "They came at the eleventh hour, on the fourth of July."),
+    ("In fourteen sixty five the king died.", "In 1465 the king died."),  # damga wrote 1999, not 1465
+    ("In thirteen oh five there were sixteen hundred men.", "In 1305 there were 1600 men."),
+    ("It cost fifteen hundred dollars.", "It cost $1,500."),  # money, not a year
+    ("He was fourteen, at eleven forty five.", "He was 14, at 11:45."),  # a teen alone, and a time
 ])
 def test_numbers_are_written_as_people_write_them(spoken: str, written: str) -> None:
     assert WRITTEN(spoken) == written

@@ -14,6 +14,7 @@ and segment finals), or over a whole utterance (`decode`, which is the same sear
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Protocol
 
@@ -25,7 +26,8 @@ from asr.decoding.confidence import Alternative, word_confidences
 from asr.decoding.ctc import GreedySearch, Token, Word, word_times
 from asr.decoding.hotwords import Hotword
 from asr.pretrained import default_lm_path
-from asr.text.restore.labels import word_pauses
+from asr.text.restore.context import Context, final_labels
+from asr.text.restore.labels import render
 from asr.text.restore.restorer import Restorer, bundled_restorer, load_restorer
 from asr.text.tokenizer import Tokenizer
 from asr.text.written import WrittenForm
@@ -145,15 +147,20 @@ class Decoder:
             return " ".join(t.word for t in tokens if t.word)
         return self.tokenizer.decode([t.id for t in tokens])
 
-    def restore(self, text: str, words: list[Word] | None = None) -> str | None:
+    def restore(self, text: str, words: list[Word] | None = None, context: Context | None = None,
+                after: float = math.inf) -> str | None:
         """A final's plain words as people read them, or None without a restorer: cased and punctuated (one
-        token per word; the pause before each word, from `words`' times, helps place the marks; a listed
-        hotword spelled as its list spells it), and in the written form where that is on ("$25 at 3:30")."""
+        token per word; the pause before each word, from `words`' times, helps place the marks; titles written
+        "Mr.", "Dr."; a listed hotword spelled as its list spells it), and in the written form where that is on
+        ("$25 at 3:30"). `context`: its stream's finals before it (`asr.text.restore.context`: read across the
+        cut, and moved on past this final; None: a final on its own); `after`: the seconds of silence after it
+        (math.inf: its stream ends there), which with the restorer's mark decide whether it ends a sentence."""
         if self.restorer is None:
             return None
-        timed = words is not None and len(words) == len(text.split())
-        pauses = word_pauses([w.start for w in words], [w.end for w in words]) if timed else None
-        restored = respelled(self.restorer.restore(text, pauses), text, self.spellings)
+        plain = text.split()
+        times = [(w.start, w.end) for w in words] if words is not None and len(words) == len(plain) else None
+        cased = render(plain, *final_labels(self.restorer, plain, times, context, after))
+        restored = respelled(cased, text, self.spellings)
         return self.written(restored) if self.written else restored
 
     def words(self, tokens: list[Token], frame_seconds: float, logprobs: np.ndarray | None = None,

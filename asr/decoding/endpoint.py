@@ -14,11 +14,14 @@ beam search with the word LM): after each chunk a partial shows its best hypothe
 changed what the reader has (no segment opens with an empty partial, and no partial repeats the
 one before unchanged), and the final is the same search finished at the segment's end, so partials
 and finals agree unless the LM's end-of-segment score changes its mind. A final segment is never
-changed again. Times (a segment's start and end, the stream's time, word times) are in seconds,
+changed again. With a restorer, a final is cased and punctuated after the last words of the finals before it,
+and whether it ends a sentence is decided at its endpoint from the silence after its last word
+(`asr.text.restore.context`). Times (a segment's start and end, the stream's time, word times) are in seconds,
 rounded to the millisecond.
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -32,6 +35,7 @@ from asr.decoding.ctc import Token, Word, greedy_tokens, word_json
 from asr.decoding.decoder import Decoder
 from asr.decoding.stepping import Stepper
 from asr.model.recognizer import Recognizer
+from asr.text.restore.context import Context
 from asr.text.tokenizer import BLANK
 
 
@@ -132,6 +136,7 @@ class Segmenter:
         self.search = decoder.search(0)
         self.heard: list[np.ndarray] = []  # the open segment's log-probs (for its words' confidences)
         self.shown = ""  # open segment text at its last emission
+        self.context = Context()  # the finals so far, as the restorer reads the next one after them
 
     def _emit(self, text: str, now: float, compute_ms: float, final: bool, end: float = 0.0,
               words: list[Word] | None = None) -> Emission:
@@ -139,14 +144,16 @@ class Segmenter:
         return Emission(self.index, ms(self.start * self.frame_seconds), ms(now), text, keep, text[keep:], final,
                         compute_ms, ms(end), [replace(w, start=ms(w.start), end=ms(w.end)) for w in words or []])
 
-    def _close(self, end: int, now: float, compute_ms: float) -> Emission | None:
-        """Close the open segment at frame `end` (all its frames pushed); its final emission, if any text."""
+    def _close(self, end: int, now: float, compute_ms: float, last: bool = False) -> Emission | None:
+        """Close the open segment at frame `end` (all its frames pushed); its final emission, if any text
+        (`last`: the stream's last, which ends a sentence)."""
         heard = np.concatenate(self.heard) if self.heard else None
         tokens, words = self.decoder.finish(self.search, self.frame_seconds, heard, self.start)
         text = self.decoder.text(tokens)
         emission = None
         if text:
-            restored = self.decoder.restore(text, words)  # cased and punctuated (None: plain output)
+            after = math.inf if last else end * self.frame_seconds - (words[-1].end if words else 0.0)
+            restored = self.decoder.restore(text, words, self.context, after)  # cased and punctuated (None: plain)
             emission = self._emit(restored or text, now, compute_ms, True, min(end * self.frame_seconds, now), words)
             emission.plain = None if restored is None else text
             self.index += 1
@@ -194,7 +201,7 @@ class Segmenter:
     def finish(self, now: float) -> list[Emission]:
         """End of input: close the open segment as final (nothing if it holds no text)."""
         began = time.perf_counter()
-        emission = self._close(max(self.frames, self.start), now, 0.0)
+        emission = self._close(max(self.frames, self.start), now, 0.0, last=True)
         if emission is None:
             return []
         emission.compute_ms = (time.perf_counter() - began) * 1000

@@ -18,7 +18,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from asr.text.normalize import normalize
+from asr.text.normalize import TITLES, normalize
 from asr.text.tokenizer import Tokenizer
 
 DEFAULT_BOOST = 10.0  # added to the search's score (natural-log units) for each word of a listed phrase
@@ -80,14 +80,15 @@ def parse_line(line: str, tokenizer: Tokenizer) -> Hotword | None:
 
 
 def _spellings(phrase: str, words: tuple[str, ...]) -> tuple[str, ...]:
-    """The phrase's spelling of each of its normalised `words` where it holds a capital, "" elsewhere (and for
-    every word where the phrase's letters do not line up with them one to one)."""
+    """The phrase's spelling of each of its normalised `words` where it holds a capital, "" elsewhere (a title
+    too: restored finals write it "St.", and "" for every word where the phrase's letters do not line up with
+    them one to one)."""
     folded = unicodedata.normalize("NFKD", phrase.replace("\u2019", "'")).encode("ascii", "ignore").decode()
     runs = [run.strip("'") for run in re.findall(r"[A-Za-z']+", folded)]
     runs = [run for run in runs if run]
-    if len(runs) != len(words) or any(run.upper() != word for run, word in zip(runs, words)):
+    if len(runs) != len(words) or any(TITLES.get(run.upper(), run.upper()) != word for run, word in zip(runs, words)):
         return ("",) * len(words)
-    return tuple(run if run != run.lower() else "" for run in runs)
+    return tuple(run if run != run.lower() and run.upper() not in TITLES else "" for run in runs)  # titles: "St."
 
 
 def parse_hotwords(lines: list[str], source: str, tokenizer: Tokenizer) -> list[Hotword]:

@@ -1,14 +1,18 @@
 """Transcript writers: plain text, JSON, SubRip (.srt) and WebVTT (.vtt).
 
-Subtitle cues (`cues`) follow the endpointer's segments, which they never span, and the restorer's sentences,
-as subtitle guides ask (the BBC's and Netflix's: at most two lines of 37-42 characters, shown 5/6 s to 7 s):
-each segment's shown tokens, timed by their words, are cut into cues of at most two lines of MAX_LINE_CHARS and
-MAX_CUE_SECONDS, by the fewest cues that cut at sentence ends, else at a comma, with one sentence a cue
-where it fits and a cue shorter than MIN_CUE_SECONDS joined to its neighbour. A cue still shorter (a lone
-"Yes." as its own segment) is shown for MIN_CUE_SECONDS where the next cue leaves room.
+Subtitle cues (`cues`) follow the endpointer's segments and the restorer's sentences, as subtitle guides ask (the
+BBC's and Netflix's: at most two lines of 37-42 characters, shown 5/6 s to 7 s): each segment's shown tokens,
+timed by their words, are cut into cues of at most two lines of MAX_LINE_CHARS and MAX_CUE_SECONDS, by the fewest
+cues that cut at sentence ends, else at a comma, with one sentence a cue where it fits and a cue shorter than
+MIN_CUE_SECONDS joined to its neighbour. A cue is never a single short word (SHORT_WORD characters or fewer): a
+segment that is one ("The", "Yes.") is cut together with the segments beside it, its word going with the
+nearer where both would take it, so a cue then spans two segments. A cue still shorter than MIN_CUE_SECONDS
+is shown that long where the next cue leaves room; a single short word alone stays only where no neighbour is
+within MAX_CUE_SECONDS of it.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -23,6 +27,7 @@ MAX_LINE_CHARS = 42  # characters a subtitle line
 MAX_LINES = 2
 MIN_CUE_SECONDS = 1.0
 MAX_CUE_SECONDS = 7.0
+SHORT_WORD = 6  # letters: a cue of one word this short is not shown alone
 _SENTENCE_END = re.compile(r"[.?!][\"')\]]*$")
 _CLAUSE_END = re.compile(r"[,;:][\"')\]]*$")
 _BREAK_BEFORE = frozenset("and but or so because that which who when where while if then".split())
@@ -83,13 +88,37 @@ Timed = tuple[float, float, str]  # (start, end, text): a token, or a cue
 def cues(t: Transcript) -> list[Timed]:
     """(start, end, text) subtitle cues of the transcript, `text` in one or two lines (see the module's docstring)."""
     out: list[Timed] = []
-    for segment in t.segments:
-        tokens = _timed_tokens(segment)
-        if not tokens:  # a segment without word times: one cue
+    for group in _groups(t.segments):
+        if not group[0][1]:  # a segment without word times: one cue
+            segment = group[0][0]
             out.append((segment.start, segment.end, _lines(segment.text.split())))
             continue
-        out += [(tokens[i][0], tokens[j - 1][1], _lines([tok for _, _, tok in tokens[i:j]])) for i, j in _split(tokens)]
+        tokens = [token for _, timed in group for token in timed]
+        starts = set(itertools.accumulate(len(timed) for _, timed in group[:-1]))
+        out += [(tokens[i][0], tokens[j - 1][1], _lines([tok for _, _, tok in tokens[i:j]]))
+                for i, j in _split(tokens, starts)]
     return _lengthened(out)
+
+
+def _lone(tokens: list[Timed]) -> bool:
+    """Whether tokens are a single short word (a cue of them alone is not shown)."""
+    return len(tokens) == 1 and len(re.sub(r"[^\w']", "", tokens[0][2])) <= SHORT_WORD
+
+
+def _groups(segments: list[Segment]) -> list[list[tuple[Segment, list[Timed]]]]:
+    """The segments with their timed tokens, in runs that are cut into cues together: a segment that is a single
+    short word joins the timed segments beside it (within MAX_CUE_SECONDS); every other segment is a run alone."""
+    groups: list[list[tuple[Segment, list[Timed]]]] = []
+    previous: list[Timed] = []
+    for segment in segments:
+        timed = _timed_tokens(segment)
+        near = groups and previous and timed and timed[0][0] - previous[-1][1] <= MAX_CUE_SECONDS
+        if near and (_lone(timed) or _lone(previous)):
+            groups[-1].append((segment, timed))
+        else:
+            groups.append([(segment, timed)])
+        previous = timed
+    return groups
 
 
 def _timed_tokens(segment: Segment) -> list[Timed]:
@@ -120,15 +149,16 @@ def _timed_tokens(segment: Segment) -> list[Timed]:
     return out
 
 
-def _split(tokens: list[Timed]) -> list[tuple[int, int]]:
-    """[first, end) token ranges of the cues of one segment: the cheapest cut (`_cost`) into cues that fit."""
+def _split(tokens: list[Timed], starts: set[int] = frozenset()) -> list[tuple[int, int]]:
+    """[first, end) token ranges of the cues of one run of segments (`starts`: the tokens that begin a segment,
+    but the first): the cheapest cut (`_cost`) into cues that fit."""
     n = len(tokens)
     best, back = [0.0] + [math.inf] * n, [0] * (n + 1)
     for end in range(1, n + 1):
         for first in range(end - 1, -1, -1):
             if first < end - 1 and not _fits(tokens, first, end):
                 break  # an earlier start only makes the cue longer
-            cost = best[first] + _cost(tokens, first, end, n)
+            cost = best[first] + _cost(tokens, first, end, n, starts)
             if cost < best[end]:
                 best[end], back[end] = cost, first
     ranges, end = [], n
@@ -146,18 +176,22 @@ def _fits(tokens: list[Timed], first: int, end: int) -> bool:
     return len(" ".join(texts)) <= MAX_LINE_CHARS or _break(texts) is not None
 
 
-def _cost(tokens: list[Timed], first: int, end: int, n: int) -> float:
-    """A cue of tokens [first, end) in a segment of n: one for the cue, more where it cuts inside a sentence
-    (less at a comma or before "and", "but"...), holds the end of one sentence and the start of another, is
-    shorter than MIN_CUE_SECONDS, or is long (so that a sentence cut in two is cut near its middle)."""
+def _cost(tokens: list[Timed], first: int, end: int, n: int, starts: set[int] = frozenset()) -> float:
+    """A cue of tokens [first, end) in a run of n: one for the cue, more where it cuts inside a sentence (less at
+    a comma or before "and", "but"...; none at a segment's end), holds the end of one sentence and the start of
+    another, spans two segments (the more, the longer the silence between), is shorter than MIN_CUE_SECONDS, is
+    a single short word (much more), or is long (so that a sentence cut in two is cut near its middle)."""
     texts = [tok for _, _, tok in tokens[first:end]]
     cost = 1.0
-    if end < n:
+    if end < n and end not in starts:
         cost += 0.0 if _SENTENCE_END.search(texts[-1]) else 0.5 if _CLAUSE_END.search(texts[-1]) else \
             0.7 if tokens[end][2].lower() in _BREAK_BEFORE else 1.0
     cost += 1.2 * sum(1 for text in texts[:-1] if _SENTENCE_END.search(text))
+    cost += sum(1.2 + 0.5 * (tokens[k][0] - tokens[k - 1][1]) for k in starts if first < k < end)
     if tokens[end - 1][1] - tokens[first][0] < MIN_CUE_SECONDS:
         cost += 2.0
+    if _lone(tokens[first:end]):
+        cost += 20.0
     return cost + 0.5 * (len(" ".join(texts)) / (MAX_LINES * MAX_LINE_CHARS)) ** 2
 
 

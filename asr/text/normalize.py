@@ -1,7 +1,15 @@
-"""The one text normaliser: used for training targets, for scoring and for synthesis text.
+"""The one normaliser: used for training targets, LM text, lexicon words, scoring and synthesis text.
 
-Normalised text is upper case A-Z with apostrophes, words separated by single spaces.
-Numbers are spelled out ("42" -> "FORTY TWO"); other symbols become spaces.
+Normalised text is upper case A-Z with apostrophes, words separated by single spaces, the words as readers
+say them:
+- titles as said: "Mr." / "MR" -> MISTER, "Mrs." -> MISSUS, "Dr." -> DOCTOR, "St." -> SAINT ("Baker St." after
+  a capitalised word and before none: STREET); the spoken words are left as they are, so a reference "MR" and a
+  hypothesis "MISTER" normalise alike;
+- years as said: a four-digit number from 1100 to 1999 (no thousands comma) in pairs, "1840" -> EIGHTEEN FORTY,
+  "1905" -> NINETEEN OH FIVE, "1600" -> SIXTEEN HUNDRED, and decades, "1920s" -> NINETEEN TWENTIES;
+- ordinals, "21st" -> TWENTY FIRST;
+- other numbers spelled out as before ("42" -> FORTY TWO, "1,500" and "2005" -> ONE THOUSAND FIVE HUNDRED and TWO
+  THOUSAND FIVE); & % + @ as words; other symbols become spaces.
 """
 from __future__ import annotations
 
@@ -13,6 +21,15 @@ _ONES = ("ZERO ONE TWO THREE FOUR FIVE SIX SEVEN EIGHT NINE TEN ELEVEN TWELVE TH
 _TENS = "_ _ TWENTY THIRTY FORTY FIFTY SIXTY SEVENTY EIGHTY NINETY".split()
 _SCALES = ((10**9, "BILLION"), (10**6, "MILLION"), (1000, "THOUSAND"), (100, "HUNDRED"))
 _SYMBOLS = {"&": " AND ", "%": " PERCENT ", "+": " PLUS ", "@": " AT "}
+_IRREGULAR_ORDINALS = {"ONE": "FIRST", "TWO": "SECOND", "THREE": "THIRD", "FIVE": "FIFTH", "EIGHT": "EIGHTH",
+                       "NINE": "NINTH", "TWELVE": "TWELFTH"}
+TITLES = {"MR": "MISTER", "MRS": "MISSUS", "DR": "DOCTOR", "ST": "SAINT"}  # abbreviation -> as said
+
+_TITLE = re.compile(r"\b(Mrs|Mr|Dr|St)\b\.?", re.I)
+_STREET_BEFORE = re.compile(r"\b[A-Z][a-z]+\s+$")  # "Baker " before "St."
+_NAME_AFTER = re.compile(r"\s+[A-Z]")
+_ORDINAL = re.compile(r"\b(\d+)(st|nd|rd|th)\b", re.I)
+_YEAR = re.compile(r"(?<![\d,.])(1[1-9]\d\d)('?s\b)?(?![\d]|[,.]\d)")
 
 
 def number_to_words(n: int) -> str:
@@ -29,7 +46,37 @@ def number_to_words(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def year_to_words(year: int) -> str:
+    """A year from 1100 to 1999 as readers say it, in two pairs: 1840 -> 'EIGHTEEN FORTY', 1905 -> 'NINETEEN OH
+    FIVE', 1600 -> 'SIXTEEN HUNDRED'."""
+    head, tail = divmod(year, 100)
+    return number_to_words(head) + " " + ("HUNDRED" if tail == 0 else f"OH {_ONES[tail]}" if tail < 10
+                                          else number_to_words(tail))
+
+
+def _ordinal(words: str) -> str:
+    """'TWENTY ONE' -> 'TWENTY FIRST', 'FORTY' -> 'FORTIETH', 'ONE HUNDRED' -> 'ONE HUNDREDTH'."""
+    *head, last = words.split()
+    last = _IRREGULAR_ORDINALS.get(last) or (last[:-1] + "IETH" if last.endswith("Y") else last + "TH")
+    return " ".join(head + [last])
+
+
+def _plural(words: str) -> str:
+    """'NINETEEN TWENTY' -> 'NINETEEN TWENTIES', 'EIGHTEEN HUNDRED' -> 'EIGHTEEN HUNDREDS'."""
+    return words[:-1] + "IES" if words.endswith("Y") else words + "S"
+
+
+def _title(match: re.Match) -> str:
+    abbreviation = match.group(1).upper()
+    before, after = match.string[:match.start()], match.string[match.end():]
+    if match.group(1) == "St" and _STREET_BEFORE.search(before) and not _NAME_AFTER.match(after):
+        return " STREET "
+    return f" {TITLES[abbreviation]} "
+
+
 def _spell_numbers(text: str) -> str:
+    text = _ORDINAL.sub(lambda m: f" {_ordinal(number_to_words(int(m.group(1))))} ", text)
+    text = _YEAR.sub(lambda m: " " + (_plural if m.group(2) else str)(year_to_words(int(m.group(1)))) + " ", text)
     text = re.sub(r"(?<=\d),(?=\d{3})", "", text)  # 1,000 -> 1000
     return re.sub(r"\d+", lambda m: " " + number_to_words(int(m.group())) + " ", text)
 
@@ -40,7 +87,7 @@ def normalize(text: str) -> str:
     text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     for symbol, word in _SYMBOLS.items():
         text = text.replace(symbol, word)
-    text = _spell_numbers(text).upper()
+    text = _spell_numbers(_TITLE.sub(_title, text)).upper()
     text = re.sub(r"[^A-Z' ]+", " ", text)
     words = (w.strip("'") for w in text.split())
     return " ".join(w for w in words if w)

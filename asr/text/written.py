@@ -11,7 +11,10 @@ no torch; chosen by measurement, benchmarks/itn_choice.md), on the restorer's ca
 - the grammar run only on windows of words around number words: its cost grows faster than the text's
   length, and most finals hold no number at all;
 - our convention kept where damga's differs: "the fifth of March" -> "the 5th of March" (not "5 March"),
-  and idioms ("the eleventh hour") and clock phrases ("half past three") keep their words.
+  and idioms ("the eleventh hour") and clock phrases ("half past three") keep their words;
+- years said in pairs written in figures for every century from the 1300s to the 1900s ("fourteen sixty five"
+  -> 1465, "thirteen oh five" -> 1305, "fourteen hundred" -> 1400), where damga writes only some ("nineteen
+  ninety nine" but not "fourteen sixty five"); ELEVEN and TWELVE are left to damga, which reads them as times.
 One to nine stay words, as do first to ninth (AP style, damga's default); money, percentages, decimals,
 times, dates and years are written in figures. `benchmarks/itn.md` measures it.
 """
@@ -34,6 +37,11 @@ _AM_PM = re.compile(r"\b([ap])\. ?m\.", re.I)  # the restorer's "a. m." -> "a m"
 _COMMA_IN_NUMBER = re.compile(rf"\b({_ANY_NUMBER}),(?= (?:and )?(?:{_ANY_NUMBER})\b)", re.I)
 _THOUSAND_AND_HUNDREDS = re.compile(rf"\b(thousand) and ({'|'.join(_DIGITS)}) (hundred)\b", re.I)
 _SPLIT_MINUTES = re.compile(r"\b(\d{1,2}):([1-5])0 ([1-9]) ([ap]\.m\.)")  # "11:40 5 p.m." -> "11:45 p.m."
+_TEENS = "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_YEAR = re.compile(r"\b(%s) (?:oh (%s)|(hundred)|(%s)(?:[ -](%s))?|(%s))\b" % (
+    "|".join(_TEENS[3:]), "|".join(_DIGITS), "|".join(_TENS), "|".join(_DIGITS), "|".join(_TEENS)), re.I)
+_NOT_AROUND_A_YEAR = frozenset(_NUMBERS + ["point", "dollars", "dollar", "cents", "pounds", "percent"])
 
 # Where damga follows another convention than ours, these spans are not given to it: idioms and clock phrases
 # keep their words, and "the fifth of March" keeps its shape ("the 5th of March", not "5 March").
@@ -77,7 +85,7 @@ class WrittenForm:
         return "".join(out + [self._grammar_on(text[done:])])
 
     def __call__(self, text: str) -> str:
-        text = _COMMA_IN_NUMBER.sub(r"\1", _AM_PM.sub(r"\1 m", text))
+        text = _YEAR.sub(_year, _COMMA_IN_NUMBER.sub(r"\1", _AM_PM.sub(r"\1 m", text)))
         words = text.split(" ")
         windows: list[list[int]] = []  # [first, end) word ranges around number words, merged where they touch
         for i, word in enumerate(words):
@@ -92,6 +100,21 @@ class WrittenForm:
             out += words[done:first] + [self._window(" ".join(words[first:end]))]
             done = end
         return " ".join(out + words[done:])
+
+
+def _year(match: re.Match) -> str:
+    """A year said in pairs in figures ("fourteen sixty five" -> "1465"), unless number words or units come
+    right before or after it (then it is part of another number: the grammar reads it)."""
+    before = match.string[:match.start()].split()
+    after = match.string[match.end():].split()
+    if any(words and words[k].strip(".,;:!?\"'()").lower() in _NOT_AROUND_A_YEAR
+           for words, k in ((before, -1), (after, 0))):
+        return match.group(0)
+    century, oh, hundred, tens, ones, teen = match.groups()
+    tail = (_DIGITS.index(oh.lower()) + 1 if oh else 0 if hundred else
+            10 + _TEENS.index(teen.lower()) if teen else
+            20 + 10 * _TENS.index(tens.lower()) + (_DIGITS.index(ones.lower()) + 1 if ones else 0))
+    return str((13 + _TEENS[3:].index(century.lower())) * 100 + tail)
 
 
 def _kept(span: re.Match) -> str:

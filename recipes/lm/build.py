@@ -6,8 +6,8 @@
 1. text: the books (`books/part-*.txt.xz`) as normalised sentences, one a line (`asr.training.book_text`), and
    the in-domain text: the text pool's training side (recipes/synthetic/prepare.py --text-only) and every
    transcript of the real training corpora (recipes/native/lm.py), nothing of a dev set;
-2. vocab: LibriSpeech's 200k-word vocabulary, every word of the in-domain text, and the books' words seen at
-   least --book-word-count times;
+2. vocab: LibriSpeech's 200k-word vocabulary (the words the normaliser keeps: not DR, ST), every word of the
+   in-domain text, and the books' words seen at least --book-word-count times;
 3. counts: each text file's trigram counts in word ids (numpy, one file at a time: memory follows the distinct
    n-grams, not the text);
 4. lm: an interpolated modified Kneser-Ney trigram of the books and one of the in-domain text, each pruned by
@@ -73,7 +73,8 @@ def text_files(work: Path) -> list[Path]:
 
 
 def stage_vocab(data: Path, work: Path, book_word_count: int) -> None:
-    words = set((data / "lexicon" / "librispeech-vocab.txt").read_text(encoding="utf-8").split())
+    listed = (data / "lexicon" / "librispeech-vocab.txt").read_text(encoding="utf-8").split()
+    words = {w for w in listed if normalize(w) == w}  # words as said: not DR or ST (DOCTOR, SAINT are listed)
     base = len(words)
     words |= set((work / "text" / "domain.txt").read_text(encoding="utf-8").split())
     domain = len(words) - base

@@ -15,8 +15,8 @@ ways to hear them, both recognized by the bundled model with its default decodin
 Each file's recognized words (all its finals) are aligned to its reference's words and take their
 labels by the rules of `asr.text.restore.align` (an inserted word: lower case, no mark; a deleted word's mark
 moves to the word before; sentence starts follow the carried marks). The restorer then labels each
-final on its own, as `Segmenter._close` does, with the pauses from its word times or without, and is
-scored per word: F1 per mark and casing accuracy (a word Capitalised where the reference writes it
+final on its own, with the pauses from its word times or without, and as a stream does (`Segmenter._close`:
+after the finals before it, its end decided at the endpoint: `score_streamed`), and is scored per word: F1 per mark and casing accuracy (a word Capitalised where the reference writes it
 lower case mid-sentence is an error). Clean text: held.txt as `asr.evaluate --restorer-text` scores it.
 Recognition is cached in data/restorer/check_asr.json (--fresh: redo). Writes OUT (markdown) and its .json.
 """
@@ -27,6 +27,7 @@ import asr  # noqa: F401  (first: it keeps numpy's BLAS to one thread before num
 import argparse
 import datetime
 import json
+import math
 import random
 import sys
 from pathlib import Path
@@ -35,11 +36,12 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "recipes" / "restorer"))
-from prepare import dev_transcripts, sentences  # noqa: E402
+from prepare import sentences, synthetic_recipe  # noqa: E402
 
 from asr.audio import SAMPLE_RATE  # noqa: E402
 from asr.audio.files import load_audio
 from asr.text.restore.align import carry_labels  # noqa: E402
+from asr.text.restore.context import Context, final_labels  # noqa: E402
 from asr.text.restore.labels import baseline, labelled, word_pauses  # noqa: E402
 from asr.text.restore.metrics import RestoreScore, score_baseline, score_restorer  # noqa: E402
 from asr.text.restore.restorer import Restorer, load_restorer  # noqa: E402
@@ -50,7 +52,9 @@ Final = list[tuple[str, float, float]]  # (word, start, end)
 
 def references(check_dir: Path, text_dir: Path) -> list[dict]:
     """{"set", "audio", "speaker", "text"} of each check-set clip whose sentence has usable labels."""
-    held = {sid: line for sid, line, is_held in sentences(text_dir, dev_transcripts(text_dir)) if is_held}
+    synthetic = synthetic_recipe()  # the dev sets' transcripts are held out, as recipes/restorer/prepare.py holds them
+    dev = synthetic.dev_transcripts([text_dir.parent / name for name in synthetic.DEV_MANIFESTS])
+    held = {sid: line for sid, line, is_held in sentences(text_dir, dev) if is_held}
     out = []
     for manifest in sorted(check_dir.glob("*.jsonl")):
         for line in manifest.read_text().splitlines():
@@ -105,6 +109,25 @@ def score_asr(items: list[dict], predict) -> RestoreScore:
     return score
 
 
+def score_streamed(items: list[dict], restorer: Restorer) -> RestoreScore:
+    """Each file's finals restored as a stream restores them (`asr.text.restore.context`: after the words of the
+    finals before, titles written, the end decided at the endpoint), against the labels carried from the
+    reference. The silence after a final is the gap to the next final's first word, at most the endpointer's
+    default 0.4 s (a shorter gap: the segment was cut at its longest); after the file's last final, none follows."""
+    score = RestoreScore()
+    for item in items:
+        ref = labelled(item["text"])
+        target = carry_labels(ref, [w for final in item["finals"] for w, _, _ in final])
+        context, at = Context(), 0
+        for k, final in enumerate(item["finals"]):
+            words = [w for w, _, _ in final]
+            after = min(0.4, item["finals"][k + 1][0][1] - final[-1][2]) if k + 1 < len(item["finals"]) else math.inf
+            cases, marks, _ = final_labels(restorer, words, [(a, b) for _, a, b in final], context, after)
+            score.add(target.cases[at:at + len(words)], target.marks[at:at + len(words)], cases, marks)
+            at += len(words)
+    return score
+
+
 def rows_for(name: str, restorer: Restorer, held, asr_items: dict[str, list[dict]]) -> list[dict]:
     """One row per evaluation: clean text, then each recognized set without pauses and (if read) with them."""
     rows = [{"restorer": name, "input": "clean held-out text", **score_restorer(held, restorer.labels).summary()}]
@@ -114,6 +137,8 @@ def rows_for(name: str, restorer: Restorer, held, asr_items: dict[str, list[dict
         if restorer.uses_pauses:
             rows.append({"restorer": name, "input": f"recognized, {key}, with pauses",
                          **score_asr(items, restorer.labels).summary()})
+        rows.append({"restorer": name, "input": f"recognized, {key}, as streamed",
+                     **score_streamed(items, restorer).summary()})
     return rows
 
 

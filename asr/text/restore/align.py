@@ -17,10 +17,9 @@ recognizer outputs of training audio, and the held-out audio the restorer is sco
 """
 from __future__ import annotations
 
-from asr.text.restore.labels import CAPITAL, COMMA, EXCLAIM, LOWER, NONE, PERIOD, QUESTION, Labelled
+from asr.text.restore.labels import CAPITAL, COMMA, ENDS, LOWER, NONE, Labelled
 
 Pair = tuple[int | None, int | None]  # (reference index, recognized index); None: inserted / deleted
-ENDS = (PERIOD, QUESTION, EXCLAIM)
 
 
 def strength(mark: int) -> int:

@@ -13,12 +13,13 @@ import unicodedata
 from typing import Sequence
 from dataclasses import dataclass
 
-from asr.text.normalize import normalize
+from asr.text.normalize import TITLES, normalize
 
 CASES = ("lower", "capital", "upper")
 MARKS = ("", ".", ",", "?", "!")
 LOWER, CAPITAL, UPPER = range(3)
 NONE, PERIOD, COMMA, QUESTION, EXCLAIM = range(5)
+ENDS = (PERIOD, QUESTION, EXCLAIM)  # the marks that end a sentence
 _WORD = re.compile(r"[A-Za-z']+")
 # The pause before a word, as the network sees it: 0 unknown (plain text), 1 the first word of a final,
 # then bins of the seconds from the previous word's end (word times come in 40 ms frames).
@@ -60,11 +61,12 @@ def mark_of(between: str) -> int:
 
 def labelled(sentence: str) -> Labelled | None:
     """The labels a cased, punctuated sentence gives its normalised words; None when the sentence
-    does not map word for word onto its normalised form (numbers, symbols) or has no word."""
+    does not map word for word onto its normalised form (numbers, symbols) or has no word. A title is its
+    word as said ("Mr." -> MISTER, Capitalised), its period no mark."""
     folded = unicodedata.normalize("NFKD", sentence.replace("\u2019", "'")).encode("ascii", "ignore").decode()
     spans = [(m.start(), m.end(), m.group().strip("'")) for m in _WORD.finditer(folded)]
-    spans = [(a, b, w) for a, b, w in spans if w]
-    words = [w.upper() for _, _, w in spans]
+    spans = [(a, b + (w.upper() in TITLES and folded[b:b + 1] == "."), w) for a, b, w in spans if w]
+    words = [TITLES.get(w.upper(), w.upper()) for _, _, w in spans]
     if not words or " ".join(words) != normalize(sentence):
         return None
     cases = [case_of(w) for _, _, w in spans]
@@ -82,9 +84,12 @@ def cased(word: str, case: int) -> str:
     return word.lower()
 
 
-def render(words: list[str], cases: list[int], marks: list[int]) -> str:
-    """Plain words and their labels -> the text people read: one token per word, marks attached."""
-    return " ".join(cased(w, c) + MARKS[m] for w, c, m in zip(words, cases, marks))
+def render(words: list[str], cases: list[int], marks: list[int], spelled: Sequence[str | None] | None = None) -> str:
+    """Plain words and their labels -> the text people read: one token per word, marks attached; `spelled`: a
+    word's own spelling where given ("Mr.", which takes no second period), else the word in its case."""
+    spelled = spelled or [None] * len(words)
+    return " ".join(own + ("" if own.endswith(".") and m == PERIOD else MARKS[m]) if own else cased(w, c) + MARKS[m]
+                    for w, c, m, own in zip(words, cases, marks, spelled))
 
 
 def pause_ids(pauses: Sequence[float] | None, n: int) -> list[int]:
