@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         checks.options(args)
         if args.jobs > 1 and "-" in args.inputs:
             raise ValueError("--jobs reads files, not standard input ('-'): use one job for it")
-        if args.output_dir:
+        if args.output_dir and args.ray is None:  # a Ray job makes it after its own checks (cluster.run)
             cli.make_output_dir(args.output_dir)
     except (ValueError, OSError) as err:
         cli.error("transcribe", err)
