@@ -126,10 +126,10 @@ class DenominatorGraph:
         self.start, self.final = index["B", (BOS,) * (lm.order - 1)], final
         self.n_arcs = len(weights)
         size = (len(labels), len(labels))
-        coo = torch.sparse_coo_tensor(torch.tensor([rows, cols]), torch.tensor(weights, dtype=torch.float64), size)
         self.dense = len(labels) <= self.DENSE_UP_TO
-        with warnings.catch_warnings():  # "sparse CSR support is in beta": sparse @ dense is all this uses
+        with warnings.catch_warnings():  # "sparse support is in beta": building it and sparse @ dense is all this uses
             warnings.simplefilter("ignore", UserWarning)
+            coo = torch.sparse_coo_tensor(torch.tensor([rows, cols]), torch.tensor(weights, dtype=torch.float64), size)
             self.forward_op = coo.to_dense() if self.dense else coo.coalesce().to_sparse_csr()  # A: alpha @ A
             self.backward_op = self.forward_op.T.contiguous() if self.dense else coo.t().coalesce().to_sparse_csr()
 
