@@ -25,13 +25,20 @@ import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from asr.text.normalize import normalize
+
 BOS, EOS = -1, -2  # sentence start (padding of the first history) and end (a successor), beside the unit ids
+
+
+def _shift(history: tuple[int, ...], unit: int) -> tuple[int, ...]:
+    """The history after `unit`: its oldest unit dropped, `unit` appended."""
+    return (history + (unit,))[1:]
 
 
 @dataclass
@@ -57,8 +64,14 @@ class PhoneLM:
             history = (BOS,) * (order - 1)
             for unit in [*ids, EOS]:
                 counts[history][unit] += 1
-                history = (history + (unit,))[1:]
+                history = _shift(history, unit)
         return cls(order, dict(counts))
+
+    @classmethod
+    def of_transcripts(cls, texts: Iterable[str], encode: Callable[[str], list[int]], order: int) -> PhoneLM:
+        """The n-gram of transcripts as written (each distinct one once, through the one normaliser), in the units
+        `encode` spells them in (a tokenizer's, as the training targets are)."""
+        return cls.estimate(map(encode, sorted({normalize(text) for text in texts})), order)
 
     def successors(self, history: tuple[int, ...]) -> dict[int, float]:
         """p(unit | history) for each unit seen after `history` (EOS included)."""
@@ -71,7 +84,7 @@ class PhoneLM:
         p, history = 1.0, (BOS,) * (self.order - 1)
         for unit in [*ids, EOS]:
             p *= self.successors(history).get(unit, 0.0)
-            history = (history + (unit,))[1:]
+            history = _shift(history, unit)
         return p
 
     def write(self, path: Path, names: list[str] | None = None) -> None:
@@ -118,7 +131,7 @@ class DenominatorGraph:
                     if p is not None:
                         final[p] = prob
                     continue
-                target = index["P", (h + (unit,))[1:]]
+                target = index["P", _shift(h, unit)]
                 arc(b, target, prob)
                 if p is not None and unit != h[-1]:
                     arc(p, target, prob)

@@ -172,12 +172,11 @@ def attach_criterion(module: CTCModule, cfg: CriterionConfig, train_utts: list, 
         return
     if cfg.kind != "crf":
         raise ValueError(f"criterion.kind={cfg.kind!r}: one of ctc, crf")
-    sentences = {normalize(u.text) for u in train_utts}
-    lm = PhoneLM.estimate((module.tokenizer.encode(text) for text in sorted(sentences)), cfg.order)
+    lm = PhoneLM.of_transcripts((u.text for u in train_utts), module.tokenizer.encode, cfg.order)
     graph = DenominatorGraph(lm)
     lm.write(run_dir / "phone_lm.txt", names=module.tokenizer.units())
-    log.info("criterion crf: %d-gram over %d sentences, %d histories, %d states, %d arcs, lambda %g", cfg.order,
-             len(sentences), len(lm.counts), graph.n_states, graph.n_arcs, cfg.ctc_weight)
+    log.info("criterion crf: %d-gram over %d training utterances' transcripts, %d histories, %d states, %d arcs, "
+             "lambda %g", cfg.order, len(train_utts), len(lm.counts), graph.n_states, graph.n_arcs, cfg.ctc_weight)
     module.attach_crf(graph, cfg.ctc_weight)
 
 

@@ -55,8 +55,7 @@ def batch(manifest: Path, seconds: float, tokenizer: Tokenizer) -> dict[str, tor
 
 def phone_graph(manifest: Path, tokenizer: Tokenizer, order: int) -> DenominatorGraph:
     """CTC-CRF's denominator from `manifest`'s transcripts in `tokenizer`'s units (as training builds it)."""
-    texts = sorted({normalize(u.text) for u in read_manifest(manifest)})
-    return DenominatorGraph(PhoneLM.estimate((tokenizer.encode(t) for t in texts), order))
+    return DenominatorGraph(PhoneLM.of_transcripts((u.text for u in read_manifest(manifest)), tokenizer.encode, order))
 
 
 def step_seconds(encoder: Encoder, data: dict[str, torch.Tensor], steps: int, warmup: int,
