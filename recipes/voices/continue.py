@@ -100,14 +100,20 @@ def train(a: argparse.Namespace, period: dict, run_dir: Path) -> None:
         run_dir / "train.log")
 
 
+def search_settings(a: argparse.Namespace) -> dict[str, float]:
+    """The search settings the scores were asked to use (--lm-weight, --word-score), those given only."""
+    return {name: value for name, value in (("lm_weight", a.lm_weight), ("word_score", a.word_score))
+            if value is not None}
+
+
 def score(a: argparse.Namespace, model: Path, out: Path) -> dict[str, float]:
     """WER (%) of `model` on each progress-row set, a.jobs asr.evaluate processes at a time (each on one
     thread); their report files go to `out`, and a rerun keeps the ones already written."""
     out.mkdir(parents=True, exist_ok=True)
     sets = carry.score_sets(a.data_root, a.check_sets, a.kathleen)
     limit = ["--limit", str(a.score_limit)] if a.score_limit else []
-    lm = (["--lm", str(a.lm)] if a.lm else []) + [f"--{name}={value}" for name, value in
-                                                   (("lm-weight", a.lm_weight), ("word-score", a.word_score)) if value is not None]
+    lm = (["--lm", str(a.lm)] if a.lm else []) + [f"--{name.replace('_', '-')}={value}"
+                                                   for name, value in search_settings(a).items()]
     commands = [[sys.executable, "-m", "asr.evaluate", *args, *limit, "--model", str(model), f"--{decoding}",
                  *(lm if decoding == "beam" else []), "--report", str(out / f"{name}.json")]
                 for name, (args, decoding) in sets.items() if not (out / f"{name}.json").exists()]
@@ -218,8 +224,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if a.score_default:
         wers = score(a, carry.DEFAULT_MODEL, a.work / "default_scores")
-        carry.write_reference(a.progress, {**wers, **{k: v for k, v in (("lm_weight", a.lm_weight),
-                                                                         ("word_score", a.word_score)) if v is not None}})
+        carry.write_reference(a.progress, {**wers, **search_settings(a)})
         if a.progress.exists():
             carry.plot_progress(a.progress, a.progress.with_suffix(".png"))
         print(f"continue: the shipped model: {json.dumps(wers)}", flush=True)
@@ -270,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         actions[name]()
         period["timings"][name] = round((time.monotonic() - start) / 60, 1)
         if name == "score":
-            period["search"] = {"lm_weight": a.lm_weight, "word_score": a.word_score}
+            period["search"] = search_settings(a)
         carry.save_period(work, period)
     if "saved" not in period["timings"]:
         row = carry.progress_row(period, work, period.get("machine", machine()))
