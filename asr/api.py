@@ -31,6 +31,7 @@ from asr.decoding.beam import BeamConfig
 from asr.decoding.decoder import Decoder
 from asr.decoding.endpoint import Emission, EndpointConfig, Stream, emissions, ms
 from asr.decoding.hotwords import parse_hotwords, read_hotwords
+from asr.decoding.rescore import RescoreConfig
 from asr.model.folder import folder_lm
 from asr.model.recognizer import Recognizer
 from asr.text.formats import Segment, Transcript
@@ -76,12 +77,14 @@ def load_decoder(recognizer: Recognizer, bundled: bool = True, greedy: bool = Fa
                  lm: str | Path | None = None, beam_config: BeamConfig | None = None,
                  hotwords: str | Path | Sequence[str] | None = None, restore: bool = True,
                  restorer: str | Path | None = None, hotword_min_confidence: float = 0.0,
-                 written: bool = True, own_lm: Path | None = None) -> Decoder:
+                 written: bool = True, own_lm: Path | None = None, rescore: RescoreConfig | None = None) -> Decoder:
     """The decoder: greedy CTC, or the lexicon beam search with a word LM, as `word_lm` decides. `hotwords`: a
     hotword file, or its lines, to favour (needs the search); a final in which a listed word's confidence is
     below `hotword_min_confidence` is decoded again without the list. `restore`: cased, punctuated finals
     (the bundled restorer, or `restorer`: .onnx, or .safetensors with torch); `written`: with numbers, money,
-    times and dates in figures ("$25 at 3:30"); `own_lm`: the model folder's word LM (see `word_lm`). Raises
+    times and dates in figures ("$25 at 3:30"); `own_lm`: the model folder's word LM (see `word_lm`); `rescore`:
+    the second pass over each final's n-best (`asr.decoding.rescore`; by default the bundled one, with the bundled
+    LM only). Raises
     LMError, HotwordError, RestorerError or ValueError, each one line."""
     if greedy and (beam or lm):
         raise ValueError("greedy decoding cannot be combined with beam or lm")
@@ -100,7 +103,7 @@ def load_decoder(recognizer: Recognizer, bundled: bool = True, greedy: bool = Fa
     else:
         restore_with = "bundled"
     decoder = Decoder.load(recognizer.tokenizer, use_lm, beam_config or BeamConfig(), restore_with,
-                           hotword_min_confidence, written)
+                           hotword_min_confidence, written, rescore or RescoreConfig())
     return decoder.with_hotwords(words) if words else decoder
 
 
@@ -109,13 +112,13 @@ def load(model: str | Path | None = None, *, backend: str | None = None, int8: b
          beam_config: BeamConfig | None = None, hotwords: str | Path | Sequence[str] | None = None,
          hotword_min_confidence: float = 0.0, restore: bool = True, restorer: str | Path | None = None,
          written: bool = True, endpoint: EndpointConfig | None = None,
-         device: str | None = None) -> "Transcriber":
+         device: str | None = None, rescore: RescoreConfig | None = None) -> "Transcriber":
     """A model ready to transcribe: `model` and `device` as in `load_recognizer` (None: the bundled one, on the
     CPU), the decoding as in `load_decoder`, and where segments end (`endpoint`,
     `asr.decoding.endpoint.EndpointConfig`)."""
     recognizer = load_recognizer(model, backend, threads, int8, device)
     decoder = load_decoder(recognizer, is_bundled(model), greedy, beam, lm, beam_config, hotwords, restore, restorer,
-                           hotword_min_confidence, written, own_lm=folder_lm(model))
+                           hotword_min_confidence, written, own_lm=folder_lm(model), rescore=rescore)
     return Transcriber(recognizer, decoder, (endpoint or EndpointConfig()).validate())
 
 

@@ -22,6 +22,7 @@ from asr.batch.padded import DEFAULT_BATCH_SECONDS
 from asr.cli import checks
 from asr.corpus.manifest import skipped_note
 from asr.decoding.beam import BeamConfig
+from asr.decoding.rescore import RescoreConfig
 from asr.decoding.decoder import Decoder
 from asr.decoding.endpoint import EndpointConfig
 from asr.decoding.hotwords import DEFAULT_BOOST
@@ -209,6 +210,21 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lexicon-words", type=positive_int, default=defaults.lexicon_words,
                         help="the LM's N most probable words make the search's lexicon "
                              f"(default {defaults.lexicon_words or 'all of them'})")
+    second = RescoreConfig()
+    parser.add_argument("--no-rescore", action="store_true",
+                        help="finals from the first pass alone (no second pass with the larger LM; partials are "
+                             "always first-pass)")
+    parser.add_argument("--rescore-lm", metavar="FILE",
+                        help="the second pass's larger LM (ARPA or KenLM binary), which re-ranks each final's n-best "
+                             "(default: the one bundled beside the bundled LM, with that LM only)")
+    parser.add_argument("--rescore-weight", type=finite_float, default=second.weight,
+                        help=f"the larger LM's weight in the second pass (default {second.weight:g})")
+    parser.add_argument("--rescore-first-weight", type=finite_float, default=second.first_weight,
+                        help=f"the first-pass LM's weight in the second pass (default {second.first_weight:g})")
+    parser.add_argument("--rescore-word-score", type=finite_float, default=second.word_score,
+                        help=f"score per word in the second pass (default {second.word_score:g})")
+    parser.add_argument("--nbest", type=positive_int, default=second.nbest,
+                        help=f"final hypotheses the second pass ranks again (default {second.nbest})")
     parser.add_argument("--hotwords", metavar="FILE",
                         help="words and phrases to favour, one a line with an optional boost after it "
                              f"(e.g. 'jessica pemberton 12'; default boost {DEFAULT_BOOST:g}); words outside the "
@@ -272,7 +288,21 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
     return api.load_decoder(recognizer, bundled, args.greedy, args.beam, args.lm, cfg, hotwords,
                             restore=not getattr(args, "plain", True), restorer=getattr(args, "restorer", None),
                             hotword_min_confidence=getattr(args, "hotword_min_confidence", 0.0),
-                            written=not getattr(args, "spoken_form", False), own_lm=own_lm)
+                            written=not getattr(args, "spoken_form", False), own_lm=own_lm,
+                            rescore=rescore_config(args))
+
+
+def rescore_config(args: argparse.Namespace) -> RescoreConfig:
+    """The second pass the options ask for (`asr.decoding.rescore`): none with --no-rescore, --rescore-lm's LM, else
+    the bundled one where the first pass searches with the bundled LM."""
+    defaults = RescoreConfig()
+    if getattr(args, "no_rescore", False):
+        return RescoreConfig(lm=None)
+    return RescoreConfig(getattr(args, "rescore_lm", None) or defaults.lm,
+                         getattr(args, "rescore_weight", defaults.weight),
+                         getattr(args, "rescore_first_weight", defaults.first_weight),
+                         getattr(args, "rescore_word_score", defaults.word_score),
+                         getattr(args, "nbest", defaults.nbest))
 
 
 def _bundled(args: argparse.Namespace) -> bool:

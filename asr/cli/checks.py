@@ -99,7 +99,7 @@ def model(args: argparse.Namespace) -> None:
 
 
 def decoding(args: argparse.Namespace) -> None:
-    """--greedy, --beam, --lm, --hotwords and --restorer: the files exist, and the options go together (the
+    """--greedy, --beam, --lm, --hotwords, --restorer and --rescore-lm: the files exist, and the options go together (the
     hotwords need the word-LM search, which `asr.api.word_lm` decides as the decoder will)."""
     greedy, beam, lm = getattr(args, "greedy", False), getattr(args, "beam", False), getattr(args, "lm", None)
     if greedy and (beam or lm):
@@ -113,6 +113,10 @@ def decoding(args: argparse.Namespace) -> None:
                              "--beam or --lm)")
     if restorer := getattr(args, "restorer", None):
         readable(restorer, "restorer file")
+    if rescore_lm := getattr(args, "rescore_lm", None):
+        if getattr(args, "no_rescore", False):
+            raise InputError("--rescore-lm cannot be combined with --no-rescore")
+        readable(rescore_lm, "language model file")
 
 
 def _bundled(args: argparse.Namespace) -> bool:

@@ -20,21 +20,20 @@ and the best finished one would often be the one that left that word out.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gzip
 import itertools
-import os
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from flashlight.lib.text.decoder import CriterionType, LexiconDecoder, LexiconDecoderOptions, SmearingMode, Trie, ZeroLM
-from flashlight.lib.text.decoder.kenlm import KenLM
 from flashlight.lib.text.dictionary import Dictionary
 
 from asr.decoding import lexicon_cache, lm_binary
+from asr.decoding.lm_binary import LMError
+from asr.decoding.rescore import Rescorer
 from asr.decoding.biasing import Biasing, BiasingCache
 from asr.decoding.ctc import GreedySearch, Token
 from asr.text.tokenizer import BLANK, Tokenizer
@@ -42,10 +41,6 @@ from asr.text.tokenizer import BLANK, Tokenizer
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"  # the ARPA format's sentence marks and unknown word
 _IMPOSSIBLE = -1.0e4  # a log-probability no path survives (flashlight wants finite scores)
 _TRIE_LABELS = 6  # words a trie node can hold (flashlight's kTrieMaxLabel); more would be dropped with a warning
-
-
-class LMError(ValueError):
-    """A word LM file that cannot be used; the message names the file and the reason."""
 
 
 @dataclass
@@ -113,19 +108,6 @@ def _log_prob(text: str, arpa: Path, number: int) -> float:
         return float(text)
     except ValueError:
         raise LMError(f"{arpa}: malformed unigram probability on line {number}") from None
-
-
-@contextlib.contextmanager
-def _quiet_stderr():
-    """Silence file descriptor 2 (KenLM draws a progress bar on it while it reads)."""
-    saved = os.dup(2)
-    with open(os.devnull, "w") as devnull:
-        os.dup2(devnull.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 @dataclass
@@ -199,11 +181,7 @@ class WordLM:
         else:
             names, self._entries = self._spell_words(tokenizer, cfg)
         self.words = Dictionary(names)  # word -> label, in the order spelled (<unk> last)
-        try:
-            with _quiet_stderr():
-                self.lm = KenLM(str(lm_binary.fast_form(self.path)), self.words) if self.path else ZeroLM()
-        except RuntimeError as err:
-            raise LMError(f"{self.path}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
+        self.lm = lm_binary.open_kenlm(self.path, self.words) if self.path else ZeroLM()
         if stored is None:
             self._score(self._entries, len(names))
             if self._cache is not None:
@@ -333,10 +311,11 @@ class WordLM:
                 _SHARED.pop(next(iter(_SHARED)))
         return _SHARED[key]
 
-    def search(self, offset: int = 0, biasing: "Biasing | None" = None) -> "BeamSearch":
+    def search(self, offset: int = 0, biasing: "Biasing | None" = None,
+               rescorer: Rescorer | None = None) -> "BeamSearch":
         """A new search for a segment that starts at encoder frame `offset`, favouring `biasing`'s
-        hotwords if given."""
-        return BeamSearch(self, offset, biasing)
+        hotwords if given, its final ranked again by `rescorer` if given (`asr.decoding.rescore`)."""
+        return BeamSearch(self, offset, biasing, rescorer)
 
 
 _SHARED: dict[tuple, WordLM] = {}  # WordLM.shared's: insertion order, oldest first
@@ -345,7 +324,8 @@ _SHARED: dict[tuple, WordLM] = {}  # WordLM.shared's: insertion order, oldest fi
 class BeamSearch:
     """One segment's incremental lexicon beam search; tokens carry absolute frames (offset + t)."""
 
-    def __init__(self, lm: WordLM, offset: int = 0, biasing: "Biasing | None" = None):
+    def __init__(self, lm: WordLM, offset: int = 0, biasing: "Biasing | None" = None,
+                 rescorer: Rescorer | None = None):
         self.lm, self.offset, self.frames = lm, offset, 0
         trie, word_lm = (lm.trie, lm.lm) if biasing is None else (biasing.trie, biasing.new_lm())
         self.word_lm = word_lm  # flashlight holds it by reference only: this keeps it alive
@@ -354,7 +334,9 @@ class BeamSearch:
         self.decoder.decode_begin()
         self.greedy = GreedySearch(offset)  # the letters after the search's last finished word
         self.done: list[Token] | None = None
-        self.hypotheses: list = []  # flashlight's final hypotheses, best first (after `final`)
+        self.ranked: list = []  # after `final`: (score, flashlight's hypothesis), best first
+        # the second pass ranks finals again, except a hotword list's: its words and bonuses are the first pass's
+        self.rescorer = rescorer if biasing is None else None
 
     def push(self, logprobs: np.ndarray) -> None:
         """Feed (T, V) log-probs of the next frames."""
@@ -380,7 +362,8 @@ class BeamSearch:
         return words + [t for t in self.greedy.tokens if t.frame >= after]
 
     def final(self) -> list[Token]:
-        """End of segment: the best hypothesis that ends on a whole word. Later calls return the same."""
+        """End of segment: the best hypothesis that ends on a whole word, by the second pass's score where the LM
+        has one (`asr.decoding.rescore`). Later calls return the same."""
         if self.done is None:
             if self.frames == 0:
                 self.done = []
@@ -388,13 +371,16 @@ class BeamSearch:
                 if self.lm.end_frame is not None:
                     self.decoder.decode_step(self.lm.end_frame.ctypes.data, 1, self.lm.end_frame.shape[1])
                 self.decoder.decode_end()
-                self.hypotheses = self.decoder.get_all_final_hypothesis()
-                self.done = self._tokens(self.hypotheses[0].tokens, self.hypotheses[0].words) if self.hypotheses else []
+                hypotheses = self.decoder.get_all_final_hypothesis()
+                self.ranked = (self.rescorer.rank(hypotheses) if self.rescorer and hypotheses
+                               else [(h.score, h) for h in hypotheses])
+                best = self.ranked[0][1] if self.ranked else None
+                self.done = self._tokens(best.tokens, best.words) if best is not None else []
         return self.done
 
     def alternatives(self, most: int = 32) -> list[tuple[float, list[Token]]]:
-        """After `final`: the `most` best final hypotheses of the beam as (score, tokens), best first."""
-        return [(h.score, self._tokens(h.tokens, h.words)) for h in self.hypotheses[:most]]
+        """After `final`: the `most` best final hypotheses as (score, tokens), best first."""
+        return [(score, self._tokens(h.tokens, h.words)) for score, h in self.ranked[:most]]
 
     def _tokens(self, path: list[int], labels: list[int] | None = None) -> list[Token]:
         """flashlight's path (a unit per step; step 0 is a boundary before frame 0) -> CTC tokens at

@@ -14,6 +14,7 @@ and segment finals), or over a whole utterance (`decode`, which is the same sear
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Protocol
@@ -25,7 +26,8 @@ from asr.decoding.biasing import Biasing
 from asr.decoding.confidence import Alternative, word_confidences
 from asr.decoding.ctc import GreedySearch, Token, Word, word_times
 from asr.decoding.hotwords import Hotword
-from asr.pretrained import default_lm_path
+from asr.decoding.rescore import RescoreConfig, Rescorer
+from asr.pretrained import default_lm_path, default_rescore_lm_path
 from asr.text.restore.context import Context, final_labels
 from asr.text.restore.labels import render
 from asr.text.restore.restorer import Restorer, bundled_restorer, load_restorer
@@ -61,8 +63,10 @@ class Decoder:
 
     def __init__(self, tokenizer: Tokenizer, lm: WordLM | None = None, biasing: Biasing | None = None,
                  restorer: Restorer | None = None, hotword_min_confidence: float = 0.0,
-                 written: WrittenForm | None = None, spellings: dict[str, str] | None = None):
+                 written: WrittenForm | None = None, spellings: dict[str, str] | None = None,
+                 rescorer: Rescorer | None = None):
         self.tokenizer, self.lm, self.biasing, self.restorer = tokenizer, lm, biasing, restorer
+        self.rescorer = rescorer  # the second pass over each final's n-best (asr.decoding.rescore), if any
         self.hotword_min_confidence = hotword_min_confidence  # a listed word below it: the final without the list
         self.written = written
         self.spellings = spellings or {}  # plain word -> the hotword list's casing of it ("PEMBERTON": "Pemberton")
@@ -71,31 +75,42 @@ class Decoder:
         """This decoder with some of its parts changed (the word LM and restorer are shared)."""
         parts = dict(tokenizer=self.tokenizer, lm=self.lm, biasing=self.biasing, restorer=self.restorer,
                      hotword_min_confidence=self.hotword_min_confidence, written=self.written,
-                     spellings=self.spellings)
+                     spellings=self.spellings, rescorer=self.rescorer)
         return Decoder(**{**parts, **changes})
 
     @classmethod
     def load(cls, tokenizer: Tokenizer, lm: str | Path | None = "bundled", cfg: BeamConfig = BeamConfig(),
              restorer: str | Restorer | None = "bundled", hotword_min_confidence: float = 0.0,
-             written: bool = True) -> "Decoder":
+             written: bool = True, rescore: RescoreConfig = RescoreConfig()) -> "Decoder":
         """lm: an ARPA file, "bundled" for the word LM shipped with the default model, or None (greedy; for a
         phone model, whose phones spell no words, a search of its lexicon without an LM).
         restorer: "bundled" (the casing and punctuation model shipped in the package, where there is one),
         a Restorer, or None (plain upper-case finals). Raises LMError for an unusable LM file (or when
         none is bundled), RestorerError for an unusable restorer. `hotword_min_confidence`: see `finish`.
-        `written`: restored finals in the written form (`asr.text.written`) where it is installed."""
+        `written`: restored finals in the written form (`asr.text.written`) where it is installed. `rescore`: the
+        second pass (`asr.decoding.rescore`); its LM "bundled" is the one shipped beside the bundled LM, used where
+        `lm` is "bundled" and the package ships one."""
+        second = rescore.validate().lm  # the second pass's LM: "bundled" goes with the bundled first-pass LM only
         if lm == "bundled":
             lm = default_lm_path()
             if lm is None:
                 raise LMError("no word LM is bundled in this installation; give one with --lm PATH")
+            if second == "bundled":
+                second = default_rescore_lm_path()
+        elif second == "bundled":
+            second = None
         if restorer == "bundled":
             restorer = load_restorer() if bundled_restorer() is not None else None
         if not 0.0 <= hotword_min_confidence <= 1.0:
             raise ValueError(f"the hotwords' minimum confidence must be in [0, 1] (got {hotword_min_confidence})")
         word_lm = WordLM.shared(tokenizer, lm, cfg) if searches_words(tokenizer, lm) else None
+        rescorer = None
+        if word_lm is not None and word_lm.path is not None and second is not None:
+            rescorer = Rescorer.shared(word_lm.words, dataclasses.replace(rescore, lm=str(second)))
         return cls(tokenizer, word_lm, restorer=restorer,
                    hotword_min_confidence=hotword_min_confidence,
-                   written=WrittenForm() if written and restorer is not None and written_available() else None)
+                   written=WrittenForm() if written and restorer is not None and written_available() else None,
+                   rescorer=rescorer)
 
     def with_hotwords(self, hotwords: list[Hotword]) -> "Decoder":
         """This decoder favouring `hotwords` (words outside the lexicon become possible outputs), their words
@@ -118,7 +133,7 @@ class Decoder:
 
     def search(self, offset: int = 0) -> Search:
         """A new search for a segment that starts at encoder frame `offset`."""
-        return GreedySearch(offset) if self.lm is None else self.lm.search(offset, self.biasing)
+        return GreedySearch(offset) if self.lm is None else self.lm.search(offset, self.biasing, self.rescorer)
 
     def decode(self, logprobs: np.ndarray, offset: int = 0) -> list[Token]:
         """A whole utterance's (T, V) log-probs -> its tokens: one search, fed once."""

@@ -15,6 +15,7 @@ says so, so a replaced ARPA is never scored with an old binary.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -30,6 +31,35 @@ MAGIC = b"mmap lm "  # how a KenLM binary file starts
 _SAMPLE = 1 << 20  # bytes read from each end of the ARPA for its stamp
 CONVERT_FROM = 4 << 20  # ARPA files this large or larger are converted on first use; KenLM parses a smaller one in
 # well under a second, and the cache does not fill with a binary of every small test LM
+
+
+class LMError(ValueError):
+    """A word LM file that cannot be used; the message names the file and the reason."""
+
+
+def open_kenlm(lm: Path, words):
+    """flashlight's KenLM over `lm` (its fast form: `fast_form`), its words looked up by the labels of `words` (a
+    flashlight Dictionary); LMError where KenLM cannot read the file."""
+    from flashlight.lib.text.decoder.kenlm import KenLM  # noqa: PLC0415 (the search's, loaded with it)
+
+    try:
+        with quiet_stderr():
+            return KenLM(str(fast_form(Path(lm))), words)
+    except RuntimeError as err:
+        raise LMError(f"{lm}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
+
+
+@contextlib.contextmanager
+def quiet_stderr():
+    """Silence file descriptor 2 (KenLM draws a progress bar on it while it reads)."""
+    saved = os.dup(2)
+    with open(os.devnull, "w") as devnull:
+        os.dup2(devnull.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def cache_dir() -> Path:
@@ -76,12 +106,13 @@ def forget(arpa: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def find_tool() -> Path | None:
-    """KenLM's build_binary: beside this Python (a venv's bin/, where scripts/build_kenlm.sh puts it), else on PATH."""
-    here = Path(sys.executable).parent / TOOL
+def find_tool(name: str = TOOL) -> Path | None:
+    """One of KenLM's tools (build_binary, lmplz): beside this Python (a venv's bin/, where scripts/build_kenlm.sh
+    puts them), else on PATH."""
+    here = Path(sys.executable).parent / name
     if here.is_file() and os.access(here, os.X_OK):
         return here
-    found = shutil.which(TOOL)
+    found = shutil.which(name)
     return Path(found) if found else None
 
 
@@ -97,9 +128,11 @@ def matches(binary: Path, arpa_stamp: str) -> bool:
         return False
 
 
-def write_binary(arpa: Path, out: Path | None = None, tool: Path | None = None) -> Path:
+def write_binary(arpa: Path, out: Path | None = None, tool: Path | None = None, quantized: bool = False) -> Path:
     """Convert `arpa` to KenLM's binary trie at `out` (beside it by default), with its stamp; RuntimeError where
-    build_binary is missing or fails. Written under a temporary name first, so a reader never sees half a file."""
+    build_binary is missing or fails. Written under a temporary name first, so a reader never sees half a file.
+    `quantized`: probabilities and back-offs in 8 bits each (about half the size; the scores rounded), for the
+    second pass's larger LM."""
     arpa, out = Path(arpa), Path(out) if out else beside(Path(arpa))
     tool = tool or find_tool()
     if tool is None:
@@ -109,7 +142,8 @@ def write_binary(arpa: Path, out: Path | None = None, tool: Path | None = None) 
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".klm-") as work:
         part = Path(work) / out.name
         # trie: the ARPA's values unquantised (the same scores), -a 64: its pointers compressed as far as they go
-        done = subprocess.run([str(tool), "-a", "64", "-T", work, "trie", str(arpa), str(part)],
+        values = ["-q", "8", "-b", "8"] if quantized else []
+        done = subprocess.run([str(tool), "-a", "64", *values, "-T", work, "trie", str(arpa), str(part)],
                               capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{TOOL} failed on {arpa}: {done.stderr.strip().splitlines()[-1:] or done.returncode}")

@@ -21,6 +21,12 @@ def default_lm_path() -> Path | None:
     return bundled("default.arpa.gz")
 
 
+def default_rescore_lm_path() -> Path | None:
+    """The second pass's larger word LM (KenLM's binary of a 4-gram: recipes/lm/rescore.py), which re-ranks the
+    n-best of each final searched with the bundled LM."""
+    return bundled("default.rescore.klm")
+
+
 def file_or_bundled(path: str | Path | None, name: str, error: type[Exception], what: str) -> Path:
     """`path`, or where it is None the bundled file `name`; `error` with a one-line reason where the file is not
     there (`what` names the kind of file: "G2P", "restorer")."""

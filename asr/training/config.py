@@ -33,7 +33,7 @@ class TrainerConfig:
     devices: str = "auto"
     num_nodes: int = 1
     strategy: str = "auto"  # e.g. ddp
-    precision: str = "32-true"  # e.g. bf16-mixed on GPUs; auto: bf16-mixed where the CPU has AMX (or a GPU bf16)
+    precision: str = "32-true"  # e.g. bf16-mixed on GPUs; auto: bf16-mixed where the CPU has AMX or AVX-512 BF16 (or a GPU bf16)
     max_epochs: int = 100
     max_steps: int = -1
     max_time: str | None = None  # e.g. "00:01:30:00" (DD:HH:MM:SS)

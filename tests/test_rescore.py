@@ -1,0 +1,130 @@
+"""The second pass: a larger word LM re-ranks each final's n-best (asr.decoding.rescore)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from asr import cli
+from asr.cli import checks
+from asr.decoding.beam import BeamConfig, WordLM
+from asr.decoding import decoder as decoder_module
+from asr.decoding.decoder import Decoder
+from asr.decoding.hotwords import parse_hotwords
+from asr.decoding.rescore import RescoreConfig, Rescorer
+from asr.text.tokenizer import Tokenizer
+from asr.training import tune_lm
+from asr.training.lm import build_arpa
+from helpers import emissions
+
+# "THE ?AT": the acoustics barely tell C from H; the first LM slightly prefers CAT, the second one HAT by far
+HEARD = [{"T": 0.9}, {"H": 0.9}, {"E": 0.9}, {"|": 0.9}, {"C": 0.46, "H": 0.44}, {"A": 0.9}, {"T": 0.9},
+         {"<blank>": 0.9}]
+FIRST = ["THE CAT SAT"] * 3 + ["THE HAT SAT"] * 2 + ["A DOG RAN"]
+SECOND = ["THE HAT SAT"] * 10 + ["THE CAT SAT", "A DOG RAN"]
+
+
+def lms(tmp_path: Path) -> tuple[Path, Path]:
+    first, second = tmp_path / "first.arpa", tmp_path / "second.arpa"
+    first.write_text(build_arpa(FIRST))
+    second.write_text(build_arpa(SECOND))
+    return first, second
+
+
+def decoder(tokenizer: Tokenizer, first: Path, rescore: RescoreConfig | None) -> Decoder:
+    word_lm = WordLM(tokenizer, first, BeamConfig(beam_size=32, lm_weight=1.0, word_score=0.5))
+    return Decoder(tokenizer, word_lm, rescorer=Rescorer(word_lm.words, rescore) if rescore else None)
+
+
+def test_at_the_first_pass_weights_the_second_pass_is_the_search_itself(tmp_path: Path) -> None:
+    """acoustic + lm_weight x first LM + word_score x words is flashlight's own score: the second pass adds only
+    the larger LM's term."""
+    tokenizer = Tokenizer("char")
+    first, second = lms(tmp_path)
+    plain = decoder(tokenizer, first, None).search()
+    same = decoder(tokenizer, first, RescoreConfig(str(second), weight=0.0, first_weight=1.0, word_score=0.5)).search()
+    for search in (plain, same):
+        search.push(emissions(tokenizer, HEARD))
+        search.final()
+    assert len(plain.ranked) > 2  # the beam had rivals
+    assert [h.words for _, h in same.ranked] == [h.words for _, h in plain.ranked]
+    for (score, _), (flashlight, _) in zip(same.ranked, plain.ranked):
+        assert score == pytest.approx(flashlight, abs=1e-3)
+
+
+def test_a_larger_lm_that_knows_better_changes_the_final_not_the_partials(tmp_path: Path) -> None:
+    tokenizer = Tokenizer("char")
+    first, second = lms(tmp_path)
+    logprobs = emissions(tokenizer, HEARD)
+    texts = {}
+    for name, rescore in [("first", None),
+                          ("second", RescoreConfig(str(second), weight=2.0, first_weight=0.0, word_score=0.5))]:
+        both = decoder(tokenizer, first, rescore)
+        search = both.search()
+        search.push(logprobs[:5])
+        partial = both.text(search.best())
+        search.push(logprobs[5:])
+        texts[name] = (partial, both.text(search.final()), search.alternatives())
+    assert texts["first"][1] == "THE CAT"
+    assert texts["second"][1] == "THE HAT"
+    assert texts["first"][0] == texts["second"][0]  # partials are the first pass's
+    scores = [score for score, _ in texts["second"][2]]
+    assert scores == sorted(scores, reverse=True) and len(scores) > 1  # alternatives in the new order
+
+
+def test_the_larger_lm_loads_on_the_first_final_and_not_for_a_hotword_list(tmp_path: Path) -> None:
+    tokenizer = Tokenizer("char")
+    first, second = lms(tmp_path)
+    second_pass = decoder(tokenizer, first, RescoreConfig(str(second), weight=2.0, first_weight=0.0, word_score=0.5))
+    assert second_pass.rescorer._lm is None  # nothing loaded until a final is ranked
+    biased = second_pass.with_hotwords(parse_hotwords(["cat 1"], "hotwords", tokenizer))
+    search = biased.search()
+    search.push(emissions(tokenizer, HEARD))
+    assert biased.text(search.final()) == "THE CAT"  # the list's first pass stands
+    assert second_pass.rescorer._lm is None
+    assert second_pass.text(second_pass.decode(emissions(tokenizer, HEARD))) == "THE HAT"
+    assert second_pass.rescorer._lm is not None
+
+
+def test_bundled_goes_with_the_bundled_lm_only(tmp_path: Path, monkeypatch) -> None:
+    tokenizer = Tokenizer("char")
+    first, second = lms(tmp_path)
+    monkeypatch.setattr(decoder_module, "default_rescore_lm_path", lambda: second)  # as if the package shipped one
+    assert Decoder.load(tokenizer, first, BeamConfig(beam_size=8), restorer=None).rescorer is None  # another LM
+    chosen = Decoder.load(tokenizer, first, BeamConfig(beam_size=8), restorer=None, rescore=RescoreConfig(str(second)))
+    assert chosen.rescorer is not None and chosen.rescorer.cfg.lm == str(second)
+    assert chosen.spoken().rescorer is chosen.rescorer  # a changed decoder keeps its second pass
+
+
+def options(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.add_decoder_args(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_the_options_make_the_second_pass(tmp_path: Path) -> None:
+    _, second = lms(tmp_path)
+    assert cli.rescore_config(options()) == RescoreConfig()
+    assert cli.rescore_config(options("--no-rescore")).lm is None
+    chosen = cli.rescore_config(options("--rescore-lm", str(second), "--rescore-weight", "0.7", "--nbest", "8"))
+    assert (chosen.lm, chosen.weight, chosen.nbest) == (str(second), 0.7, 8)
+    with pytest.raises(checks.InputError, match="--no-rescore"):
+        checks.decoding(options("--rescore-lm", str(second), "--no-rescore"))
+    with pytest.raises(checks.InputError, match="missing.klm"):
+        checks.decoding(options("--rescore-lm", str(tmp_path / "missing.klm")))
+    with pytest.raises(ValueError, match="at least one"):
+        RescoreConfig(nbest=0).validate()
+
+
+def test_tune_lm_tunes_the_second_pass_over_kept_nbest_lists(tmp_path: Path, capsys) -> None:
+    tokenizer = Tokenizer("char")
+    first, second = lms(tmp_path)
+    cfg = BeamConfig(beam_size=32, lm_weight=1.0, word_score=0.5)
+    grid = tune_lm.rescore_grid([emissions(tokenizer, HEARD)], ["THE HAT"], tokenizer, str(first), cfg, str(second),
+                                [0.0, 2.0], [0.0, 1.0], [0.5], nbest=16)
+    assert [(w, f, s) for w, f, s, _, _ in grid] == [(0.0, 0.0, 0.5), (0.0, 1.0, 0.5), (2.0, 0.0, 0.5), (2.0, 1.0, 0.5)]
+    rates = {(w, f): words.rate() for w, f, _, words, _ in grid}
+    assert rates[(0.0, 1.0)] == 0.5  # the first pass's own score: THE CAT
+    assert rates[(2.0, 0.0)] == 0.0  # the larger LM alone: THE HAT
+    assert capsys.readouterr().out.count("rescore_weight=") == 4
