@@ -82,7 +82,7 @@ def train_stage(args: argparse.Namespace, split: Split, start: Path, out: Path) 
 
     run_dir, data = out / "run", out / "data"
     recipe = Recipe(lr=args.lr, train_blocks=args.train_blocks, replay_share=args.replay_share, guard=args.guard,
-                    guard_weight=args.guard_weight)
+                    guard_weight=args.guard_weight, criterion=args.criterion)
     start_cfg = load_config(start)
     long = [row for row in split.train if row["duration"] > DataConfig().max_duration]
     if long:
@@ -212,6 +212,7 @@ def training_record(out: Path, args: argparse.Namespace) -> dict:
     anchor = cfg.get("anchor", {"kind": "none", "weight": 0.0})  # (a run from before anchors: none)
     return {**json.loads((run_dir / "trained.json").read_text()), **json.loads((run_dir / "plan.json").read_text()),
             "guard_weight": float(anchor["weight"]), "lr": cfg.optim.lr, "device": args.device,
+            "criterion": cfg.get("criterion", {}).get("kind", "ctc"),
             "replay_root": str(args.replay_data_root),
             "replay_minutes": minutes(rows_of(out / "data" / "replay.jsonl")),
             "trained_blocks": f"{blocks} of {cfg.model.n_layers} blocks" if frozen_blocks else f"all {blocks} blocks"}

@@ -13,6 +13,7 @@ from asr.corpus.manifest import Utterance
 from asr.corpus.scoring import by_speaker, totals
 from asr.decoding.decoder import Decoder
 from asr.model.recognizer import Recognizer
+from asr.training.finetune.recipe import CRITERIA
 
 
 def score(recognizer: Recognizer, utterances: list[Utterance], decoder: Decoder,
@@ -97,7 +98,8 @@ def model_card(info: dict) -> str:
         f"{run['minutes']:.1f} min of training on {run['device']} ({run['steps']} steps, {run['audio_hours']:.2f} h "
         f"of audio seen): {run['passes']} passes over the training recordings with {replay}; learning rate "
         f"{run['lr']:g} (warm-up, then a cosine decay), {run['trained_blocks']} trained "
-        f"(the front end frozen), speed perturbation, noise and SpecAugment.",
+        f"(the front end frozen), speed perturbation, noise and SpecAugment; the loss "
+        f"{CRITERIA.get(run.get('criterion', 'ctc'), run.get('criterion'))}.",
         "",
         "## Word LM",
         "",
