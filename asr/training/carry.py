@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import time
 from pathlib import Path
@@ -285,24 +284,3 @@ def score_sets(data_root: Path, check_sets: Path, kathleen: Path | None = None) 
             "synthetic_check_beam": (["--manifest", str(check_sets / "check.jsonl")], "beam"),
             "kokoro_check_beam": (["--manifest", str(check_sets / "check_kokoro_en.jsonl")], "beam"),
             **({"kathleen_test_beam": (["--manifest", str(kathleen), "--split", "test"], "beam")} if kathleen else {})}
-
-
-def cpuinfo(field: str) -> str | None:
-    """The first processor's `field` in /proc/cpuinfo ("model name", "cpu MHz"), None where there is none."""
-    path = Path("/proc/cpuinfo")
-    for line in path.read_text().splitlines() if path.exists() else []:
-        key, colon, value = line.partition(":")
-        if colon and key.strip() == field:
-            return value.strip()
-    return None
-
-
-def cpu_name() -> str:
-    """The processor's model name (/proc/cpuinfo), else the platform's machine type."""
-    return cpuinfo("model name") or platform.machine()
-
-
-def gpu_name() -> str | None:
-    import torch  # noqa: PLC0415
-
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None

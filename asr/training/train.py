@@ -32,6 +32,7 @@ from asr.training.crf import CriterionConfig, DenominatorGraph, PhoneLM
 from asr.training.data import SpeechDataset, load_sources
 from asr.training.pronunciations import CHOICES
 from asr.training.datamodule import SpeechDataModule
+from asr.training.hardware import cpu_has_bf16
 from asr.training.distill import enabled as distill_enabled
 from asr.training.module import CTCModule
 from asr.training.whisper import take_whisper
@@ -145,17 +146,6 @@ def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeou
     save_model(partial, module.encoder, module.tokenizer)
     os.replace(partial, initial)
     return module
-
-
-BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")  # Intel AMX; AVX-512 BF16 (AMD Zen 4, Intel Cooper Lake and later)
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware, where bf16 autocast pays: a CRF step of the shipped
-    model at one thread was 1.29x faster with AMX and 1.31x with AVX-512 BF16 (recipes/crf/README.md)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    flags = set(cpuinfo.read_text().split()) if cpuinfo.exists() else set()
-    return any(flag in flags for flag in BF16_CPU_FLAGS)
 
 
 def trainer_options(cfg: TrainerConfig) -> dict:

@@ -28,7 +28,7 @@ from subprocess import STDOUT
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from asr.training import carry  # noqa: E402
+from asr.training import carry, hardware  # noqa: E402
 
 ENGINES_BASE = ["espeak", "flite", "festival", "hibari", "piper"]
 PHASES, BLEND_SEED_BASE = carry.PHASES, carry.BLEND_SEED_BASE
@@ -158,7 +158,7 @@ def probe_candidate(run: Path) -> Path:
 
 
 def machine() -> dict:
-    return {"cpu": carry.cpu_name(), "cores": os.cpu_count(), "gpu": carry.gpu_name()}
+    return {"cpu": hardware.cpu_name(), "cores": os.cpu_count(), "gpu": hardware.gpu_name()}
 
 
 def main(argv: list[str] | None = None) -> int:

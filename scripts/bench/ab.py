@@ -101,8 +101,12 @@ ABS = {
         [("libri_dev_beam", "libri_dev_greedy", "LibriSpeech dev-clean-2"), SPEECHOCEAN_DEV]),
     "crf": AB("crf", "The training criterion: CTC or CTC-CRF", "the shipped phone model", "", 0, "crf/a_reference.json", [
         Arm("a", "plain CTC continued (the control)", "crf/a.jsonl", False, "recipes/crf/a/state", 0.902),
+        # step costs: a's, scaled by scripts/bench/step.py's ratios on one machine (CTC 0.531, bigram CRF 0.560,
+        # trigram CRF 0.619 s a step with bf16, 2026-12-04; recipes/crf/README.md)
         Arm("b", "CTC-CRF, bigram phone LM denominator, lambda 0.1", "crf/b.jsonl", False, "recipes/crf/b/state",
-            0.902)],
+            0.951),
+        Arm("c", "CTC-CRF, trigram phone LM denominator, lambda 0.1", "crf/c.jsonl", False, "recipes/crf/c/state",
+            1.051)],
         [("libri_dev_beam", "LS dev beam + LM"), ("libri_dev_greedy", "LS dev no LM"), ("dev_beam", "dev beam + LM"),
          ("dev_greedy", "dev no LM"), ("kathleen_test_beam", "Kathleen held out"), ("kokoro_check_beam", "Kokoro check"),
          ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test"), ("lm_weight", "LM weight"),

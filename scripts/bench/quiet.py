@@ -38,8 +38,8 @@ def load_now() -> float:
 
 def machine() -> str:
     """The processor and its speed in one phrase, e.g. "2 cores of AMD EPYC at 2596 MHz, 123 GFLOP/s a core"
-    (the name as training progress rows give it, `asr.training.carry.cpu_name`; the speed: `matmul_gflops`)."""
-    from asr.training.carry import cpu_name, cpuinfo  # noqa: PLC0415
+    (the name as training progress rows give it, `asr.training.hardware.cpu_name`; the speed: `matmul_gflops`)."""
+    from asr.training.hardware import cpu_name, cpuinfo  # noqa: PLC0415
 
     cores = os.cpu_count() or 1
     try:
