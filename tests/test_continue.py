@@ -388,13 +388,13 @@ def test_the_ab_table_and_curve_come_from_the_arms_rows(tmp_path, monkeypatch):
         {"date": "2026-11-27", "dev_greedy": 72.86, "dev_beam": 48.73, "fsdd_beam": 1.6, "synthetic_check_beam": 47.98,
          "kokoro_check_beam": 38.76}))
     assert ab.main(["--benchmarks", str(tmp_path)]) == 0  # the shipped model's row heads the table
-    assert "| the shipped model (2026-11-27) | | | | | 72.9 | 48.7 | 38.8 | 48.0 | 1.6 |" in readme.read_text()
+    assert "| the model shipped when the A/B began (2026-11-27) | | | | | 72.9 | 48.7 | 38.8 | 48.0 | 1.6 |" in readme.read_text()
     monkeypatch.setattr(ab, "export_cost", lambda onnx_dir, manifest, limit: {
         "chunk_p95_ms": 10.0, "rtf": 0.01, "onnx_mb": 27.6, "peak_rss_mb": 160.0, "dir": str(onnx_dir)})
     assert ab.main(["--benchmarks", str(tmp_path), "--cost", "--arms", "d", "--shipped-onnx", "old", "--allow-load"]) == 0
     costs = json.loads((tmp_path / "ab" / "cost.json").read_text())
     assert set(costs) == {"b", "d", "shipped"} and costs["shipped"]["dir"] == "old"  # measured in the same run
-    assert "| the shipped model (2026-11-27) | | | | | 72.9 | 48.7 | 38.8 | 48.0 | 1.6 | 10.0 | 0.010 | 27.6 | 160 |" \
+    assert "| the model shipped when the A/B began (2026-11-27) | | | | | 72.9 | 48.7 | 38.8 | 48.0 | 1.6 | 10.0 | 0.010 | 27.6 | 160 |" \
         in readme.read_text()
     readme.write_text("no markers")
     with pytest.raises(SystemExit):
@@ -503,8 +503,8 @@ def test_the_crf_ab_starts_from_the_shipped_models_row_and_shows_each_arms_searc
              "phase_minutes": {"train": 80.0}, "search": {"lm_weight": weight, "word_score": -1.0}}) + "\n")
     assert ab.main(["--benchmarks", str(tmp_path), "--ab", "crf"]) == 0
     lines = [line for line in (tmp_path / "crf" / "README.md").read_text().splitlines() if line.startswith("| ")]
-    shipped = next(line for line in lines if line.startswith("| the shipped model"))
-    assert shipped.startswith("| the shipped model (2026-12-04) | | | | | 28.5 |  | 40.8 |")
+    shipped = next(line for line in lines if line.startswith("| the model shipped"))
+    assert shipped.startswith("| the model shipped when the A/B began (2026-12-04) | | | | | 28.5 |  | 40.8 |")
     assert shipped.split("|")[-7:-5] == [" 2.25 ", " -1 "] and not any("start:" in line for line in lines)
     b = next(line for line in lines if line.startswith("| b:"))
     assert " 25.1 | 53.0 | 39.0 |" in b and b.split("|")[-7:-5] == [" 2.75 ", " -1 "]

@@ -48,9 +48,9 @@ class BeamConfig:
     beam_size: int = 512  # hypotheses kept per frame. With the letter model shipped before and the LM on
     # dev-clean-2's first 300 utterances (2026-12-03, LM weight 1.5, word score 1): 64 52.81, 128 50.94,
     # 256 49.64, 512 48.37, 1024 47.97 %
-    lm_weight: float = 2.25  # weight and word score tuned for the bundled phone model and LM (2026-12-03, beam 512)
-    word_score: float = -1.0  # on LibriSpeech speaker 8226, held out of every training mixture (118 utterances):
-    # 12.91% WER; 2.0 / -1 13.47, 2.5 / -1 12.94, 2.25 / -0.5 13.49, 1.75 / 0.5 (the letter model's) 15.88
+    lm_weight: float = 2.75  # weight and word score tuned for the bundled CTC-CRF model and LM (2026-12-06, beam
+    word_score: float = -1.0  # 512) on LibriSpeech speaker 8226, held out of every training mixture (118 utterances):
+    # 9.59% WER; 2.25 / -1 9.61, 3.25 / -1 10.34, 2.75 / 0 10.34 (the CTC phone model before it: 2.25 / -1)
     lexicon_words: int | None = None  # the LM's most probable words that the search may output (None: all). The
     # bundled LM's 206k words leave 0.45% of dev-clean-2's words out (its 100k most probable: 0.88%)
     beam_threshold: float = 12.0  # drop hypotheses scoring this far below the frame's best. At beam 512 (2026-12-03)

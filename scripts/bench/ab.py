@@ -172,7 +172,7 @@ def table(ab: AB, fork: dict, arms: dict[str, list[dict]], costs: dict[str, dict
              "|---|---:|---:|---:|---:|" + "---:|" * (len(columns) + len(COST_COLUMNS))]
     if shipped:
         cost = costs.get("shipped", {})
-        lines.append(f"| the shipped model ({shipped['date']}) | | | | | "
+        lines.append(f"| the model shipped when the A/B began ({shipped['date']}) | | | | | "
                      + " | ".join(cell(shipped, c) for c, _ in columns) + " | " + spent_cells(cost))
     if ab.fork_rows:  # (arms that start from the shipped model have its row above as their start)
         lines.append(f"| start: {ab.fork_name}'s period {ab.fork_period} | | | {fork['steps']} | | "
@@ -265,7 +265,7 @@ def plot(ab: AB, fork: dict, arms: dict[str, list[dict]], out: Path, shipped: di
             ax.plot(hours, [r[beam] for r in rows], "o-", color=color, label=f"{arm.letter}: {arm.what} (beam + LM)")
             ax.plot(hours, [r[greedy] for r in rows], "o--", color=color, alpha=0.6, label=f"{arm.letter}: greedy")
         if shipped and beam in shipped:
-            ax.axhline(shipped[beam], color="gray", linestyle=":", label="the shipped model (beam + LM)")
+            ax.axhline(shipped[beam], color="gray", linestyle=":", label="the model shipped when the A/B began (beam + LM)")
             ax.axhline(shipped[beam] - 2, color="black", linestyle=":", linewidth=0.8,
                        label="2 points better: the bar an arm must pass")
             ax.set_ylim(bottom=min(ax.get_ylim()[0], shipped[beam] - 4))
