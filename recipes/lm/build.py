@@ -158,24 +158,36 @@ def stage_lm(data: Path, work: Path, order: int, min_counts: list[int], out: Pat
     log(f"books' share {weight:g} (lowest mean log-perplexity of the dev sets) -> {out} ({report['megabytes']} MB)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def recipe_parser(doc: str, out: Path, order: int) -> argparse.ArgumentParser:
+    """The options of every word-LM recipe (this one, rescore.py): the data, the work folder, the output, the
+    order, the vocabulary's rule and the stage to redo from."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
     p.add_argument("--work", type=Path, default=ROOT / "data" / "lm")
-    p.add_argument("--out", type=Path, default=ROOT / "asr" / "pretrained" / "default.arpa.gz")
-    p.add_argument("--order", type=int, default=3)
-    p.add_argument("--min-counts", type=int, nargs="+", default=[2, 3],
-                   help="the books' n-grams seen fewer times are unlisted: bigrams, trigrams, ...")
+    p.add_argument("--out", type=Path, default=out)
+    p.add_argument("--order", type=int, default=order)
     p.add_argument("--book-word-count", type=int, default=20, help="a books' word seen this often joins the vocabulary")
     p.add_argument("--from-stage", type=int, default=1, help="redo this stage and the later ones")
-    a = p.parse_args(argv)
-    if len(a.min_counts) != a.order - 1:
-        p.error(f"--min-counts takes {a.order - 1} values (bigrams .. {a.order}-grams)")
+    return p
+
+
+def text_stages(p: argparse.ArgumentParser, a: argparse.Namespace) -> list:
+    """Stages 1 and 2 of every word-LM recipe, (run, its output) each, once the data root is checked."""
     if not (a.data_root / "books").is_dir():
         p.error(f"--data-root {a.data_root}: no books/ folder there")
     a.work.mkdir(parents=True, exist_ok=True)
-    stages = [(lambda: stage_text(a.data_root, a.work), a.work / "text" / "domain.txt"),
-              (lambda: stage_vocab(a.data_root, a.work, a.book_word_count), a.work / "vocab.txt"),
+    return [(lambda: stage_text(a.data_root, a.work), a.work / "text" / "domain.txt"),
+            (lambda: stage_vocab(a.data_root, a.work, a.book_word_count), a.work / "vocab.txt")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = recipe_parser(__doc__, ROOT / "asr" / "pretrained" / "default.arpa.gz", order=3)
+    p.add_argument("--min-counts", type=int, nargs="+", default=[2, 3],
+                   help="the books' n-grams seen fewer times are unlisted: bigrams, trigrams, ...")
+    a = p.parse_args(argv)
+    if len(a.min_counts) != a.order - 1:
+        p.error(f"--min-counts takes {a.order - 1} values (bigrams .. {a.order}-grams)")
+    stages = [*text_stages(p, a),
               (lambda: stage_counts(a.work, a.order), a.work / "counts" / "domain.npz"),
               (lambda: stage_lm(a.data_root, a.work, a.order, a.min_counts, a.out), a.work / "report.json")]
     for number, (run, done) in enumerate(stages, start=1):

@@ -17,7 +17,6 @@ n-best (`asr.decoding.rescore`), so it can be larger. lmplz and build_binary com
 """
 from __future__ import annotations
 
-import argparse
 import gzip
 import shutil
 import subprocess
@@ -28,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from asr.decoding.lm_binary import find_tool, write_binary  # noqa: E402
-from recipes.lm.build import stage_text, stage_vocab, text_files  # noqa: E402
+from recipes.lm.build import recipe_parser, text_files, text_stages  # noqa: E402
 
 
 def log(message: str) -> None:
@@ -74,24 +73,14 @@ def _feed(stdin, paths: list[Path]):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-root", type=Path, default=ROOT.parent / "shared" / "data")
-    p.add_argument("--work", type=Path, default=ROOT / "data" / "lm")
-    p.add_argument("--out", type=Path, default=ROOT / "asr" / "pretrained" / "default.rescore.klm")
-    p.add_argument("--order", type=int, default=4)
+    p = recipe_parser(__doc__, ROOT / "asr" / "pretrained" / "default.rescore.klm", order=4)
     p.add_argument("--prune", type=int, nargs="+", default=[0, 1, 1, 1],
                    help="per order, n-grams seen this many times or fewer are unlisted (lmplz --prune)")
-    p.add_argument("--book-word-count", type=int, default=20, help="a books' word seen this often joins the vocabulary")
-    p.add_argument("--from-stage", type=int, default=1, help="redo this stage and the later ones")
     a = p.parse_args(argv)
     if len(a.prune) != a.order:
         p.error(f"--prune takes {a.order} values (unigrams .. {a.order}-grams)")
-    if not (a.data_root / "books").is_dir():
-        p.error(f"--data-root {a.data_root}: no books/ folder there")
-    a.work.mkdir(parents=True, exist_ok=True)
     arpa = a.work / "rescore" / f"{a.order}gram.arpa.gz"
-    stages = [(lambda: stage_text(a.data_root, a.work), a.work / "text" / "domain.txt"),
-              (lambda: stage_vocab(a.data_root, a.work, a.book_word_count), a.work / "vocab.txt"),
+    stages = [*text_stages(p, a),
               (lambda: stage_lm(a.work, a.order, a.prune, arpa), arpa),
               (lambda: log(f"-> {write_binary(arpa, a.out, find_tool(), quantized=True)}"), a.out)]
     for number, (run, done) in enumerate(stages, start=1):
