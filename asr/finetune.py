@@ -3,7 +3,7 @@
     python -m asr.finetune DATA --out DIR [--model M] [--minutes 20] [--device cpu|cuda] [--tune-lm]
                            [--test MANIFEST | --test-split auto|speaker|recording --test-share 0.2]
                            [--guard auto|replay|distill|l2sp|none] [--replay-data-root ../shared/data] [--check]
-                           [--criterion crf|ctc] [--skip-bad]
+                           [--criterion crf_trigram|crf|ctc] [--skip-bad]
 
 DATA: a folder of recordings with a transcript beside each (STEM.txt or STEM.lab; the first folder under
 DATA names the speaker), a CSV/TSV table of audio paths and text, or a JSON Lines manifest (docs/corpus.md).
@@ -12,8 +12,9 @@ In order, each step kept in DIR (after a stop, Ctrl-C included, the same command
 1. the manifest, built and checked as `python -m asr.manifest` builds one (DIR/data/), and a held-out test
    split: whole speakers where there are several, else recordings; fewer than 10 test utterances is refused;
 2. the starting model (the bundled one, or --model) scored on the test split, greedy and beam;
-3. fine-tuning with the bundled model's loss (CTC-CRF; --criterion ctc: plain CTC), --minutes of training in
-   all, with a progress bar in hours of audio, guarded against forgetting general speech (--guard): part of every epoch is the original training mixture, replayed from
+3. fine-tuning with the bundled model's loss (CTC-CRF with a trigram phone LM; --criterion ctc: plain CTC),
+   --minutes of training in all, with a progress bar in hours of audio, guarded against forgetting general
+   speech (--guard): part of every epoch is the original training mixture, replayed from
    --replay-data-root where its manifests are; elsewhere the starting model's own outputs on the same
    recordings are a second target (distillation), so the shipped model's hearing is kept without its data;
 4. the word LM: a trigram of the training split's text interpolated with the starting LM;
@@ -92,8 +93,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "distillation toward the starting model's own outputs, L2-SP (a pull toward its "
                              "weights), or none (default auto: replay where its manifests are found, else distill)")
     parser.add_argument("--criterion", choices=sorted(CRITERIA), default=Recipe.criterion,
-                        help="the training loss: ctc, or crf (CTC-CRF, as the bundled model was trained; the default: "
-                             "%(default)s)")
+                        help="the training loss: ctc, crf (CTC-CRF with a bigram phone LM denominator) or crf_trigram "
+                             "(with a trigram, as the bundled model was trained; the default)")
     parser.add_argument("--guard-weight", type=cli.positive_float, metavar="W",
                         help="the distill or l2sp loss's weight beside CTC (default: the recipe's)")
     parser.add_argument("--lm-weight", type=share, default=DEFAULT_WEIGHT,

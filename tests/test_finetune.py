@@ -185,9 +185,10 @@ def test_a_run_stopped_with_ctrl_c_resumes_and_gives_a_model_folder_every_tool_t
     assert info["before"]["beam"]["utts"] == info["after"]["beam"]["utts"] == 12
     assert info["training"]["replay_minutes"] > 0 and info["training"]["trained_blocks"] == "all 2 blocks"
     assert info["training"]["criterion"] == "crf"  # the bundled model's own loss, by default
+    assert info["training"]["criterion_order"] == 3  # with its trigram denominator
     assert (out / "run" / "phone_lm.txt").is_file()  # its denominator: the run's transcripts in the model's units
     card = (out / "MODEL_CARD.md").read_text()
-    assert "| before |" in card and "| after |" in card and "Per speaker" in card and "the loss CTC-CRF" in card
+    assert "| before |" in card and "| after |" in card and "Per speaker" in card and "the loss CTC-CRF (a trigram" in card
     from omegaconf import OmegaConf
     assert OmegaConf.load(out / "config.yaml").freeze == ["subsampling."]  # the front end did not train
 

@@ -212,7 +212,8 @@ def training_record(out: Path, args: argparse.Namespace) -> dict:
     anchor = cfg.get("anchor", {"kind": "none", "weight": 0.0})  # (a run from before anchors: none)
     return {**json.loads((run_dir / "trained.json").read_text()), **json.loads((run_dir / "plan.json").read_text()),
             "guard_weight": float(anchor["weight"]), "lr": cfg.optim.lr, "device": args.device,
-            "criterion": cfg.get("criterion", {}).get("kind", "ctc"),
+            "criterion": cfg.get("criterion", {}).get("kind", "ctc"),  # (a run from before criteria: CTC)
+            "criterion_order": cfg.get("criterion", {}).get("order"),
             "replay_root": str(args.replay_data_root),
             "replay_minutes": minutes(rows_of(out / "data" / "replay.jsonl")),
             "trained_blocks": f"{blocks} of {cfg.model.n_layers} blocks" if frozen_blocks else f"all {blocks} blocks"}

@@ -23,8 +23,11 @@ REPLAY_SHARE = 0.75  # mixture (where it is found): at 3e-4 and 0.5 the fine-tun
 # about 1.1
 
 
-CRITERIA = {"ctc": "plain CTC", "crf": "CTC-CRF (a bigram phone LM of the run's transcripts as the denominator, "
-                                          "lambda 0.1)"}  # conf/criterion/{ctc,crf}.yaml
+CRITERIA = {  # the training config's `criterion` of each name, as conf/criterion/NAME.yaml has it
+    "ctc": {"kind": "ctc"},
+    "crf": {"kind": "crf", "order": 2, "ctc_weight": 0.1},  # a bigram phone LM of the run's transcripts
+    "crf_trigram": {"kind": "crf", "order": 3, "ctc_weight": 0.1},  # a trigram: the bundled model's own
+}
 GUARDS = ("auto", "replay", "distill", "l2sp", "none")
 GUARD_WEIGHTS = {"distill": 1.0, "l2sp": 1.0}  # the anchor's weight beside CTC (asr/training/anchor.py)
 GUARD_NAMES = {"replay": "replay of the original mixture", "distill": "distillation toward the starting model",
@@ -39,8 +42,8 @@ class Recipe:
     train_blocks: int | None = None  # the top N blocks train (None: all); the front end never does
     replay_share: float = REPLAY_SHARE
     guard: str = "auto"  # against forgetting: one of GUARDS (auto: replay where its corpora are found, else distill)
-    criterion: str = "crf"  # one of CRITERIA: the bundled model's own (trained with CTC-CRF), whose posteriors the
-    # tuned LM weight expects; plain CTC moves them back toward a per-frame prior
+    criterion: str = "crf_trigram"  # one of CRITERIA: the bundled model's own loss, whose posteriors its tuned LM
+    # weight expects; plain CTC moves them back toward a per-frame prior
     guard_weight: float | None = None  # the anchor's weight (None: GUARD_WEIGHTS)
     max_passes: int = 20  # over the user's recordings, at the most, however long the budget
     batch_seconds: float = 40.0  # audio per step (as the shipped model's training)

@@ -13,7 +13,6 @@ from asr.corpus.manifest import Utterance
 from asr.corpus.scoring import by_speaker, totals
 from asr.decoding.decoder import Decoder
 from asr.model.recognizer import Recognizer
-from asr.training.finetune.recipe import CRITERIA
 
 
 def score(recognizer: Recognizer, utterances: list[Utterance], decoder: Decoder,
@@ -51,6 +50,14 @@ def speaker_table(before: dict, after: dict) -> list[str]:
                  for kind in ("greedy", "beam")]
         lines.append(f"| {speaker} | {row['utts']} | {row['words']} | " + " | ".join(cells) + " |")
     return lines
+
+
+def loss(run: dict) -> str:
+    """The training loss a run's record names, in words."""
+    if run.get("criterion", "ctc") == "ctc":
+        return "plain CTC"
+    grams = {2: "bigram", 3: "trigram"}.get(run.get("criterion_order"), f"{run.get('criterion_order')}-gram")
+    return f"CTC-CRF (a {grams} phone LM of the run's transcripts as the denominator, plus a tenth of the CTC loss)"
 
 
 def model_card(info: dict) -> str:
@@ -99,7 +106,7 @@ def model_card(info: dict) -> str:
         f"of audio seen): {run['passes']} passes over the training recordings with {replay}; learning rate "
         f"{run['lr']:g} (warm-up, then a cosine decay), {run['trained_blocks']} trained "
         f"(the front end frozen), speed perturbation, noise and SpecAugment; the loss "
-        f"{CRITERIA.get(run.get('criterion', 'ctc'), run.get('criterion'))}.",
+        f"{loss(run)}.",
         "",
         "## Word LM",
         "",

@@ -26,7 +26,7 @@ from asr.model.config import EncoderConfig
 from asr.model.folder import ONNX, WEIGHTS
 from asr.training.config import TrainConfig
 from asr.training.data import AugmentConfig, BucketBatchSampler
-from asr.training.finetune.recipe import Recipe, frozen
+from asr.training.finetune.recipe import CRITERIA, Recipe, frozen
 from asr.training.progress import AudioBar, Budget
 from asr.training.train import export_checkpoint, train
 
@@ -50,7 +50,7 @@ def train_config(recipe: Recipe, start: str | Path, start_cfg: EncoderConfig, ru
         "model": asdict(start_cfg), "run_dir": str(run_dir), "init_from": str(start), "seed": seed,
         "threads": threads, "freeze": frozen(start_cfg, recipe.train_blocks), "select_by": "train_loss",
         "checkpoint_every_steps": 50, "keep_checkpoints": 0, "anchor": anchor or {"kind": "none", "weight": 0.0},
-        "criterion": {"kind": recipe.criterion, "order": 2, "ctc_weight": 0.1},  # conf/criterion/{ctc,crf}.yaml
+        "criterion": CRITERIA[recipe.criterion],
         "data": {"train": sources, "valid": [], "max_batch_seconds": recipe.batch_seconds, "num_workers": workers,
                  "features": start_cfg.features, "augment": asdict(AugmentConfig(**recipe.augment))},
         "optim": {"lr": recipe.lr, "warmup_steps": min(recipe.warmup_steps, max(steps // 10, 1)),
