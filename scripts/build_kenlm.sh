@@ -4,7 +4,7 @@
 #                 needs g++ and zlib1g-dev only, as KenLM's own compile_query_only.sh compiles it;
 #   lmplz         estimates a modified Kneser-Ney n-gram of any order from text (the second-pass 4-gram,
 #                 recipes/lm/rescore.py); needs Boost's program_options, system and thread as well.
-# scripts/setup.sh installs those packages and runs this. A tool already in BIN is kept.
+# scripts/setup.sh installs those packages and runs this. Where BIN has both already, nothing is done.
 # Usage: bash scripts/build_kenlm.sh [BIN]   (PYTHON=... picks the python whose pip downloads the source,
 # .venv/bin/python by default; JOBS=N compiles N files at a time, 2 by default)
 set -euo pipefail

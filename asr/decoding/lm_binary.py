@@ -43,14 +43,14 @@ def open_kenlm(lm: Path, words):
     from flashlight.lib.text.decoder.kenlm import KenLM  # noqa: PLC0415 (the search's, loaded with it)
 
     try:
-        with quiet_stderr():
+        with _quiet_stderr():
             return KenLM(str(fast_form(Path(lm))), words)
     except RuntimeError as err:
         raise LMError(f"{lm}: KenLM cannot read it ({str(err).splitlines()[0][:200]})") from None
 
 
 @contextlib.contextmanager
-def quiet_stderr():
+def _quiet_stderr():
     """Silence file descriptor 2 (KenLM draws a progress bar on it while it reads)."""
     saved = os.dup(2)
     with open(os.devnull, "w") as devnull:
@@ -141,7 +141,8 @@ def write_binary(arpa: Path, out: Path | None = None, tool: Path | None = None, 
     arpa_stamp = stamp(arpa)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=".klm-") as work:
         part = Path(work) / out.name
-        # trie: the ARPA's values unquantised (the same scores), -a 64: its pointers compressed as far as they go
+        # trie: the ARPA's values unquantised (the same scores) unless `quantized` (8 bits each for probabilities
+        # and back-offs), -a 64: its pointers compressed as far as they go
         values = ["-q", "8", "-b", "8"] if quantized else []
         done = subprocess.run([str(tool), "-a", "64", *values, "-T", work, "trie", str(arpa), str(part)],
                               capture_output=True, text=True)

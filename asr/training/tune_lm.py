@@ -56,18 +56,19 @@ def rescore_grid(logprobs: list, refs: list[str], tokenizer, lm: str, cfg: BeamC
     n-best lists the first pass at `cfg` leaves (each hypothesis's acoustic and LM scores, its words, and the larger
     LM's score of them, taken once)."""
     word_lm = WordLM(tokenizer, lm, cfg)
-    rescorer = Rescorer(word_lm.words, RescoreConfig(second, 0.0, cfg.lm_weight, cfg.word_score, nbest))
-    decoder = Decoder(tokenizer, word_lm, rescorer=rescorer)
+    rescorer = Rescorer(word_lm.words, RescoreConfig(second, nbest=nbest))  # its LM's scores only
+    decoder = Decoder(tokenizer, word_lm)  # the first pass: its finals ranked by flashlight's own score
     lists = []  # per utterance: (acoustic, first LM, second LM, words, text) of each hypothesis
     for lp in logprobs:
         search = decoder.search()
         search.push(lp)
         search.final()
-        rows = []
-        for _, hyp in search.ranked:
-            labels = [label for label in hyp.words if label >= 0]
-            rows.append((hyp.emittingModelScore, hyp.lmScore, rescorer.lm_score(labels), len(labels),
-                         decoder.text(search._tokens(hyp.tokens, hyp.words))))
+        rows, second_lm = [], {}  # a word sequence met twice (two alignments) is looked up once
+        for (_, hyp), (_, tokens) in zip(search.ranked[:nbest], search.alternatives(nbest)):
+            labels = tuple(label for label in hyp.words if label >= 0)
+            if labels not in second_lm:
+                second_lm[labels] = rescorer.lm_score(list(labels))
+            rows.append((hyp.emittingModelScore, hyp.lmScore, second_lm[labels], len(labels), decoder.text(tokens)))
         lists.append(rows)
     grid = []
     for weight, first_weight, word_score in product(weights, first_weights, scores):
