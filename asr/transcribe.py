@@ -16,11 +16,10 @@ line on stderr; the others are still transcribed, a summary names the failures a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Iterable
-
-from tqdm import tqdm
 
 from asr import cli
 from asr.cli import checks
@@ -143,21 +142,20 @@ def main(argv: list[str] | None = None) -> int:
     used: set[str] = set()
     results = None
     try:
-        with tqdm(total=round(total / 3600, 4), disable=not show_bar, leave=False, file=sys.stderr,
-                  bar_format="{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]") as bar:
-            results = transcribed(model, files, args, lambda heard: bar.update(heard / 3600), seconds)
+        with _progress(show_bar, total) as (update, write):
+            results = transcribed(model, files, args, update, seconds)
             for path, result in results:
                 if isinstance(result, AudioError):
-                    tqdm.write(f"asr.transcribe: error: {result}", file=sys.stderr)
+                    write(f"asr.transcribe: error: {result}", sys.stderr)
                     failed.append(str(path))
                     continue
                 text = result.render(args.format)
                 if args.output_dir:
                     (args.output_dir / _output_name(path, args.format, used)).write_text(text)
                 elif args.format == "txt" and len(files) > 1:
-                    tqdm.write(f"{path}\t{result.text}", file=sys.stdout)
+                    write(f"{path}\t{result.text}", sys.stdout)
                 else:
-                    tqdm.write(text.rstrip("\n"), file=sys.stdout)
+                    write(text.rstrip("\n"), sys.stdout)
     except StartError as err:  # a spawned --jobs worker could not load what the options ask for
         cli.error("transcribe", err)
         return 1
@@ -165,6 +163,26 @@ def main(argv: list[str] | None = None) -> int:
         if results is not None:
             results.close()  # at Ctrl-C too: the --jobs pool is stopped here
     return _summary(errors, failed, len(files) - len(failed))
+
+
+@contextlib.contextmanager
+def _progress(show: bool, seconds: float):
+    """(update, write): `update(seconds heard)` moves a progress bar on standard error, and `write(line, stream)`
+    prints a line (flushed, so a pipe gets each file's text when it is done) above it. tqdm is imported only
+    where the bar shows (a terminal and a long job): its import costs a start 30-45 ms."""
+    if not show:
+        def write(line: str, stream) -> None:
+            print(line, file=stream, flush=True)
+        yield (lambda heard: None), write
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=round(seconds / 3600, 4), leave=False, file=sys.stderr,
+              bar_format="{bar}| {n:.2f}/{total:.2f} h audio [{elapsed}<{remaining}]") as bar:
+        def write(line: str, stream) -> None:
+            tqdm.write(line, file=stream)
+            stream.flush()
+        yield (lambda heard: bar.update(heard / 3600)), write
 
 
 def usable(files: list[Path], seconds: list[float]) -> tuple[list[Path], list[float], list[str]]:

@@ -18,6 +18,9 @@ from asr.model.loader import random_model, save_model
 from helpers import ROOT
 RATE = 16000
 torch.set_num_threads(1)  # the suite must not fight other processes for cores
+# What asr derives from files on first use (a lexicon's arrays, optimised ONNX graphs: asr.pretrained.cache_dir) goes
+# into the checkout's pytest cache rather than the user's: shared by the suite's processes, kept between its runs.
+os.environ["ASR_CACHE_DIR"] = str(ROOT / ".pytest_cache" / "asr")
 
 
 @pytest.fixture(scope="session")

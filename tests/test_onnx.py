@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ import pytest
 
 from asr.model.export import export_onnx
 from asr.model.loader import load_model
-from asr.model.onnx_backend import OnnxModelError, load_onnx
+from asr.model.onnx_backend import CACHED_GRAPHS, OnnxModelError, load_onnx, optimised
 from asr.model.torch_backend import TorchModel
 from asr.text.tokenizer import Tokenizer
 from helpers import ROOT, tiny_encoder
@@ -234,3 +235,28 @@ def test_bundled_export_is_the_bundled_model(default_export):
                                atol=1e-4, rtol=0, err_msg="re-export: python -m asr.export --onnx asr/pretrained/onnx --int8")
     int8, _, _ = load_onnx(int8=True)
     assert int8.session is not bundled.session
+
+
+def test_the_optimised_graph_is_cached_with_the_same_outputs(default_export, tmp_path, monkeypatch):
+    torch_model, folder = default_export
+    graph = tmp_path / "export" / "encoder.onnx"
+    shutil.copytree(folder, graph.parent)
+    monkeypatch.setenv("ASR_CACHE_DIR", str(tmp_path / "cache"))
+    cached = optimised(graph)
+    assert cached.parent == tmp_path / "cache" / "onnx" and cached.read_bytes() != graph.read_bytes()
+    assert optimised(graph) == cached and [p.name for p in cached.parent.iterdir()] == [cached.name]
+    feats = speechlike_feats(torch_model, 300, seed=5)
+    from_cache = run_stream(load_onnx(graph.parent)[0], feats, 50)[0]
+    monkeypatch.setenv("ASR_CACHE_DIR", str(graph))  # a file: no cache can be made under it
+    assert optimised(graph) == graph
+    np.testing.assert_array_equal(from_cache, run_stream(load_onnx(graph.parent)[0], feats, 50)[0])
+    monkeypatch.setenv("ASR_CACHE_DIR", str(tmp_path / "cache"))
+    os.utime(graph, ns=(0, 0))  # exported again: a new file replaces the old
+    again = optimised(graph)
+    assert again != cached and [p.name for p in cached.parent.iterdir()] == [again.name]
+    for n in range(CACHED_GRAPHS + 2):  # other graphs: only the most recently used stay
+        other = tmp_path / f"other{n}" / "encoder.onnx"
+        other.parent.mkdir()
+        shutil.copyfile(graph, other)
+        optimised(other)
+    assert len(list(cached.parent.glob("*.onnx"))) == CACHED_GRAPHS and not again.exists()

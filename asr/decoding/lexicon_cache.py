@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asr.decoding.lm_binary import cache_dir
+from asr.pretrained import cache_dir
 
 FORMAT = 1  # bumped when what is stored, or how it is derived, changes
 ARRAYS = ("units", "offsets", "labels", "scores", "kept")

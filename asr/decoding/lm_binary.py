@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from asr.pretrained import cache_dir
+
 TOOL = "build_binary"
 SUFFIX = ".klm"
 MAGIC = b"mmap lm "  # how a KenLM binary file starts
@@ -60,14 +62,6 @@ def _quiet_stderr():
         finally:
             os.dup2(saved, 2)
             os.close(saved)
-
-
-def cache_dir() -> Path:
-    """Where asr keeps what it derives from files on first use: $ASR_CACHE_DIR, else $XDG_CACHE_HOME/asr, else
-    ~/.cache/asr."""
-    if os.environ.get("ASR_CACHE_DIR"):
-        return Path(os.environ["ASR_CACHE_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "asr"
 
 
 def is_binary(path: Path) -> bool:

@@ -7,17 +7,21 @@ int64, key_i / value_i (B, H, W-1, D/H), conv_i (B, D, K-1).
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from asr.model.config import EncoderConfig, frames_out, ready_frames
 from asr.model.errors import ModelError
-from asr.pretrained import bundled
+from asr.pretrained import bundled, cache_dir
 from asr.text.tokenizer import Tokenizer
 
 FORMAT = "asr-onnx-v2"
+CACHED_GRAPHS = 8  # optimised graphs kept in the cache (`optimised`): the shipped encoder's is 27 MB
 OnnxState = dict  # name -> np.ndarray, one entry per graph state input
 
 
@@ -123,6 +127,55 @@ def read_meta(path: Path) -> dict:
     return meta
 
 
+def optimised(graph: Path) -> Path:
+    """`graph` with onnxruntime's portable optimisations applied (its "extended" level: constant folding, fused
+    attention, layer norm and GELU; no layout tied to a CPU), written to the cache on first use, so a load runs
+    only the machine's own passes: the shipped encoder's session starts in 0.09 s instead of 0.27 s, with the same
+    outputs to the bit (2026-12-06). One file per graph path under `cache_dir()/onnx/`, named by the graph's size
+    and time and the onnxruntime version (a graph exported again or a new onnxruntime makes a new one), the
+    `CACHED_GRAPHS` used last kept; the graph itself where the cache cannot be written."""
+    import onnxruntime as ort
+
+    stat = graph.stat()
+    where = hashlib.blake2b(str(graph.resolve()).encode(), digest_size=8).hexdigest()
+    what = hashlib.blake2b(f"{stat.st_size}|{stat.st_mtime_ns}|{ort.__version__}".encode(), digest_size=8).hexdigest()
+    cached = cache_dir() / "onnx" / f"{where}-{what}.onnx"
+    try:
+        if cached.is_file():
+            os.utime(cached)  # used now: the last to be dropped
+            return cached
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=cached.parent, prefix=".graph-", suffix=".onnx", delete=False) as f:
+            part = Path(f.name)
+    except OSError:  # a read-only or missing cache
+        return cached if cached.is_file() else graph
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(part)
+    try:
+        ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
+        os.replace(part, cached)
+    finally:
+        part.unlink(missing_ok=True)
+    _drop_old(cached, where)
+    return cached
+
+
+def _drop_old(kept: Path, where: str) -> None:
+    """Remove the cached graphs of `kept`'s path from before it was exported again, and the least recently used
+    beyond `CACHED_GRAPHS` (another process may be removing them too)."""
+    used = {}
+    for path in kept.parent.glob("*.onnx"):
+        try:
+            used[path] = path.stat().st_mtime
+        except OSError:
+            continue
+    newest = sorted(used, key=used.get, reverse=True)
+    for path in [p for p in newest if p.name.startswith(where) and p != kept] + newest[CACHED_GRAPHS:]:
+        path.unlink(missing_ok=True)
+
+
 def load_onnx(path: str | Path | None = None, threads: int = 1,
               int8: bool = False) -> tuple[OnnxModel, Tokenizer, dict]:
     """(model, tokenizer, info) from an exported folder (None: the bundled export). `threads`: the
@@ -150,7 +203,7 @@ def load_onnx(path: str | Path | None = None, threads: int = 1,
         options.log_severity_level = 3
         options.enable_cpu_mem_arena = False  # chunks are small: an arena only holds on to memory
         options.enable_mem_pattern = False  # its plans are cached per input shape, and streams batch in many shapes
-        session = ort.InferenceSession(str(path / name), options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(optimised(path / name)), options, providers=["CPUExecutionProvider"])
         tokenizer = Tokenizer.from_bytes((path / meta["files"]["tokenizer"]).read_bytes())
         model = OnnxModel(session, meta)
     except OnnxModelError:

@@ -1,6 +1,8 @@
-"""The default model shipped in the package, its word LM and model card (files beside this one)."""
+"""The default model shipped in the package, its word LM and model card (files beside this one), and the cache
+where asr keeps what it derives from such files on first use."""
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -38,3 +40,11 @@ def file_or_bundled(path: str | Path | None, name: str, error: type[Exception], 
     if not path.is_file():
         raise error(f"{path}: no such {what} file")
     return path
+
+
+def cache_dir() -> Path:
+    """Where asr keeps what it derives from files on first use (a KenLM binary, a lexicon's arrays, an optimised
+    ONNX graph): $ASR_CACHE_DIR, else $XDG_CACHE_HOME/asr, else ~/.cache/asr."""
+    if os.environ.get("ASR_CACHE_DIR"):
+        return Path(os.environ["ASR_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "asr"
