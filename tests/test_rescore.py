@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from asr import cli
@@ -128,3 +129,25 @@ def test_tune_lm_tunes_the_second_pass_over_kept_nbest_lists(tmp_path: Path, cap
     assert rates[(0.0, 1.0)] == 0.5  # the first pass's own score: THE CAT
     assert rates[(2.0, 0.0)] == 0.0  # the larger LM alone: THE HAT
     assert capsys.readouterr().out.count("rescore_weight=") == 4
+
+
+def test_a_neural_lm_that_knows_better_changes_the_final(tmp_path: Path) -> None:
+    """The second LM may be a neural word LM (a .safetensors file, asr.decoding.neural_lm), trained here for a few
+    seconds on the same text as the larger n-gram: it prefers HAT after THE as much."""
+    from asr.training.neural_lm import export, train
+
+    tokenizer = Tokenizer("char")
+    first, _ = lms(tmp_path)
+    words = ["<s>", "<unk>", "THE", "HAT", "SAT", "CAT", "A", "DOG", "RAN"]
+    index = {w: i for i, w in enumerate(words)}
+    ids = np.array([i for _ in range(20) for s in SECOND for i in (0, *(index[w] for w in s.split()))] + [0] * 10,
+                   dtype=np.uint16)
+    model = train(ids, words, tmp_path / "state", minutes=5, save_minutes=5, steps=150, batch=8, threads=1,
+                  config={"cutoffs": (4, 6), "dim": 32, "layers": 1, "heads": 2, "context": 8}, dev={},
+                  log=lambda _: None)
+    export(model, words, tmp_path / "neural.safetensors")
+    config = RescoreConfig(str(tmp_path / "neural.safetensors"), weight=2.0, first_weight=0.0, word_score=0.5)
+    assert decoder(tokenizer, first, None).text(decoder(tokenizer, first, None).decode(
+        emissions(tokenizer, HEARD))) == "THE CAT"
+    second_pass = decoder(tokenizer, first, config)
+    assert second_pass.text(second_pass.decode(emissions(tokenizer, HEARD))) == "THE HAT"

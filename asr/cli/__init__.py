@@ -209,16 +209,17 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--word-score", type=finite_float, default=defaults.word_score, help="score per word (with an LM)")
     parser.add_argument("--lexicon-words", type=positive_int, default=defaults.lexicon_words,
                         help="the LM's N most probable words make the search's lexicon "
-                             f"(default {defaults.lexicon_words or 'all of them'})")
+                             f"(default {defaults.lexicon_words or 'all of them'}; more than the LM has: all of them)")
     second = RescoreConfig()
     parser.add_argument("--no-rescore", action="store_true",
-                        help="finals from the first pass alone (no second pass with the larger LM; partials are "
+                        help="finals from the first pass alone (no second pass with another LM; partials are "
                              "always first-pass)")
     parser.add_argument("--rescore-lm", metavar="FILE",
-                        help="the second pass's larger LM (ARPA or KenLM binary), which re-ranks each final's n-best "
-                             "(default: the one bundled beside the bundled LM, with that LM only)")
+                        help="the second pass's LM, which re-ranks each final's n-best: a neural word LM "
+                             "(.safetensors: recipes/lm/neural.py) or an n-gram (ARPA or KenLM binary) (default: the "
+                             "one bundled beside the bundled LM, with that LM only)")
     parser.add_argument("--rescore-weight", type=finite_float, default=second.weight,
-                        help=f"the larger LM's weight in the second pass (default {second.weight:g})")
+                        help=f"the second LM's weight in the second pass (default {second.weight:g})")
     parser.add_argument("--rescore-first-weight", type=finite_float, default=second.first_weight,
                         help=f"the first-pass LM's weight in the second pass (default {second.first_weight:g})")
     parser.add_argument("--rescore-word-score", type=finite_float, default=second.word_score,

@@ -117,6 +117,12 @@ def decoding(args: argparse.Namespace) -> None:
         if getattr(args, "no_rescore", False):
             raise InputError("--rescore-lm cannot be combined with --no-rescore")
         readable(rescore_lm, "language model file")
+        if str(rescore_lm).endswith(".safetensors"):
+            from asr.decoding.neural_lm import NeuralLM, NeuralLMError  # noqa: PLC0415 (numpy only)
+            try:
+                NeuralLM.check(rescore_lm)
+            except NeuralLMError as err:
+                raise InputError(str(err)) from None
 
 
 def _bundled(args: argparse.Namespace) -> bool:

@@ -18,25 +18,21 @@ from pathlib import Path
 
 import numpy as np
 
-from asr.pretrained import cache_dir
+from asr.pretrained import cache_dir, path_key
 
 FORMAT = 1  # bumped when what is stored, or how it is derived, changes
 ARRAYS = ("units", "offsets", "labels", "scores", "kept")
 
 
-def _lm_key(lm: Path) -> str:
-    return hashlib.blake2b(str(lm.resolve()).encode(), digest_size=12).hexdigest()
-
-
 def key_path(fingerprint: str, lm: Path, lexicon_words: int | None) -> Path:
     """The cache file of this tokenizer, LM file and lexicon size."""
     key = hashlib.blake2b(f"{FORMAT}|{fingerprint}|{lexicon_words}".encode(), digest_size=12).hexdigest()
-    return cache_dir() / "lexicon" / f"{_lm_key(lm)}-{key}.npz"
+    return cache_dir() / "lexicon" / f"{path_key(lm)}-{key}.npz"
 
 
 def forget(lm: Path) -> None:
     """Remove every cached lexicon of the LM file `lm` (one about to be deleted: a fine-tune's candidate mixtures)."""
-    for path in (cache_dir() / "lexicon").glob(f"{_lm_key(lm)}-*.npz"):
+    for path in (cache_dir() / "lexicon").glob(f"{path_key(lm)}-*.npz"):
         path.unlink(missing_ok=True)
 
 

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from asr.pretrained import cache_dir
+from asr.pretrained import cache_dir, path_key
 
 TOOL = "build_binary"
 SUFFIX = ".klm"
@@ -90,8 +90,7 @@ def beside(arpa: Path) -> Path:
 
 def cached(arpa: Path) -> Path:
     """The binary's place in the cache, one per ARPA path."""
-    key = hashlib.blake2b(str(arpa.resolve()).encode(), digest_size=12).hexdigest()
-    return cache_dir() / "lm" / f"{arpa.name.removesuffix('.gz').removesuffix('.arpa')}-{key}{SUFFIX}"
+    return cache_dir() / "lm" / f"{arpa.name.removesuffix('.gz').removesuffix('.arpa')}-{path_key(arpa)}{SUFFIX}"
 
 
 def forget(arpa: Path) -> None:

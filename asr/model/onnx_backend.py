@@ -17,7 +17,7 @@ import numpy as np
 
 from asr.model.config import EncoderConfig, frames_out, ready_frames
 from asr.model.errors import ModelError
-from asr.pretrained import bundled, cache_dir
+from asr.pretrained import bundled, cache_dir, path_key
 from asr.text.tokenizer import Tokenizer
 
 FORMAT = "asr-onnx-v2"
@@ -137,7 +137,7 @@ def optimised(graph: Path) -> Path:
     import onnxruntime as ort
 
     stat = graph.stat()
-    where = hashlib.blake2b(str(graph.resolve()).encode(), digest_size=8).hexdigest()
+    where = path_key(graph, 8)
     what = hashlib.blake2b(f"{stat.st_size}|{stat.st_mtime_ns}|{ort.__version__}".encode(), digest_size=8).hexdigest()
     cached = cache_dir() / "onnx" / f"{where}-{what}.onnx"
     try:

@@ -12,40 +12,18 @@ read here by a small reader of the format (the `safetensors` package is not need
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import numpy as np
 
-from asr.pretrained import bundled, file_or_bundled
+from asr.pretrained import bundled, file_or_bundled, read_safetensors
 
 FORMAT = "asr-g2p-v1"
 FILE = "g2p.safetensors"
-_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "I64": np.int64}
 
 
 class G2PError(ValueError):
     """A G2P file that cannot be used; the message names the file and the reason."""
-
-
-def read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
-    """(tensors as float32/int64 arrays, metadata) of a safetensors file."""
-    data = path.read_bytes()
-    try:
-        (size,) = struct.unpack("<Q", data[:8])
-        header = json.loads(data[8:8 + size])
-    except (struct.error, ValueError, UnicodeDecodeError):
-        raise G2PError(f"{path}: not a safetensors file") from None
-    meta = header.pop("__metadata__", {}) or {}
-    body, tensors = memoryview(data)[8 + size:], {}
-    for name, spec in header.items():
-        dtype = _DTYPES.get(spec.get("dtype"))
-        if dtype is None:
-            raise G2PError(f"{path}: tensor {name} has unsupported dtype {spec.get('dtype')}")
-        start, end = spec["data_offsets"]
-        array = np.frombuffer(body[start:end], dtype=dtype).reshape(spec["shape"])
-        tensors[name] = array.astype(np.float32) if array.dtype == np.float16 else array.copy()
-    return tensors, meta
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -135,7 +113,7 @@ def bundled_g2p() -> G2P | None:
 def load_g2p(path: str | Path | None = None) -> G2P:
     """The G2P at `path` (None: the bundled one); G2PError naming the file where it cannot be used."""
     path = file_or_bundled(path, FILE, G2PError, "G2P")
-    weights, meta = read_safetensors(path)
+    weights, meta = read_safetensors(path, G2PError)
     if meta.get("format") != FORMAT:
         raise G2PError(f"{path}: not an asr G2P (format {meta.get('format')!r}, expected {FORMAT!r})")
     try:

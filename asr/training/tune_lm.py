@@ -63,13 +63,12 @@ def rescore_grid(logprobs: list, refs: list[str], tokenizer, lm: str, cfg: BeamC
         search = decoder.search()
         search.push(lp)
         search.final()
-        rows, second_lm = [], {}  # a word sequence met twice (two alignments) is looked up once
-        for (_, hyp), (_, tokens) in zip(search.ranked[:nbest], search.alternatives(nbest)):
-            labels = tuple(label for label in hyp.words if label >= 0)
-            if labels not in second_lm:
-                second_lm[labels] = rescorer.lm_score(list(labels))
-            rows.append((hyp.emittingModelScore, hyp.lmScore, second_lm[labels], len(labels), decoder.text(tokens)))
-        lists.append(rows)
+        pairs = list(zip(search.ranked[:nbest], search.alternatives(nbest)))
+        words = [tuple(label for label in hyp.words if label >= 0) for (_, hyp), _ in pairs]
+        distinct = list(dict.fromkeys(words))  # a word sequence met twice (two alignments) is scored once
+        second_lm = dict(zip(distinct, rescorer.lm_scores(distinct)))
+        lists.append([(hyp.emittingModelScore, hyp.lmScore, second_lm[labels], len(labels), decoder.text(tokens))
+                      for ((_, hyp), (_, tokens)), labels in zip(pairs, words)])
     grid = []
     for weight, first_weight, word_score in product(weights, first_weights, scores):
         texts = [max(rows, key=lambda r: r[0] + first_weight * r[1] + weight * r[2] + word_score * r[3])[4]
@@ -103,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beam-size", type=cli.positive_int, default=BeamConfig().beam_size)
     parser.add_argument("--lexicon-words", type=cli.positive_int, default=BeamConfig().lexicon_words,
                         help="the LM's most probable words the search may output (default: %(default)s; all if unset)")
-    parser.add_argument("--rescore", metavar="LM", help="also tune the second pass with this larger LM, at the best "
+    parser.add_argument("--rescore", metavar="LM", help="also tune the second pass with this LM (n-gram or neural), at the best "
                         "first-pass point")
     parser.add_argument("--rescore-weights", type=cli.finite_float, nargs="+", default=[0.5, 1.0, 1.5])
     parser.add_argument("--rescore-first-weights", type=cli.finite_float, nargs="+", default=[0.0, 0.5, 1.0])

@@ -1,6 +1,6 @@
-"""Build the second pass's larger word LM (`asr/pretrained/default.rescore.klm`) in one resumable command.
+"""Build a 4-gram for the second pass (`--rescore-lm data/lm/rescore/4gram.klm`) in one resumable command.
 
-    python recipes/lm/rescore.py [--data-root ../shared/data] [--work data/lm] [--out asr/pretrained/default.rescore.klm]
+    python recipes/lm/rescore.py [--data-root ../shared/data] [--work data/lm] [--out data/lm/rescore/4gram.klm]
                                  [--order 4] [--prune 0 1 1 1] [--from-stage N]
 
 1. text: the books and the in-domain text as normalised sentences, one a line: `recipes/lm/build.py`'s stage 1,
@@ -12,7 +12,8 @@
    written to --out.
 
 The first pass keeps its pruned trigram, which the search queries at every frame; this LM scores only each final's
-n-best (`asr.decoding.rescore`), so it can be larger. lmplz and build_binary come from `scripts/build_kenlm.sh`
+n-best (`asr.decoding.rescore`), so it can be larger. The bundled second pass is a neural word LM instead
+(`recipes/lm/neural.py`; both compared in `recipes/lm/README.md`). lmplz and build_binary come from `scripts/build_kenlm.sh`
 (scripts/setup.sh runs it). A stage whose output exists is skipped (--from-stage N redoes N and later).
 """
 from __future__ import annotations
@@ -73,7 +74,7 @@ def _feed(stdin, paths: list[Path]):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = recipe_parser(__doc__, ROOT / "asr" / "pretrained" / "default.rescore.klm", order=4)
+    p = recipe_parser(__doc__, ROOT / "data" / "lm" / "rescore" / "4gram.klm", order=4)
     p.add_argument("--prune", type=int, nargs="+", default=[0, 1, 1, 1],
                    help="per order, n-grams seen this many times or fewer are unlisted (lmplz --prune)")
     a = p.parse_args(argv)

@@ -2,7 +2,7 @@
 
     python scripts/bench/finals.py [--model M] [--baseline M2 --baseline-lm LM2 --baseline-lm-weight W2
                                    --baseline-word-score S2]
-                                   [--trailing-silence 0.4 0.3] [--limit 30]
+                                   [--trailing-silence 0.4 0.3] [--limit 30] [--rescore-off-too]
 
 Streams the first --limit utterances of speechocean762 dev and LibriSpeech dev-clean-2, each followed by 3 s of
 faint noise, through the tools' emission loop in 500 ms chunks (the word-LM search, endpointing, 1 thread), as
@@ -12,6 +12,7 @@ endpointer closed (the others ended only with the input). A
 model with lookahead computes a chunk's frames only once the whole chunk has arrived, so its endpoints wait for
 the end of the chunk that holds them: this puts the cost of that wait beside a model that has none.
 M: a .safetensors file or an exported ONNX folder (default: the bundled model, with the bundled LM and weight).
+--rescore-off-too also measures each model without its second pass (`--no-rescore`), right after it with it.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the `bench` p
 from asr.decoding.beam import BeamConfig  # noqa: E402
 from asr.decoding.decoder import Decoder  # noqa: E402
 from asr.decoding.endpoint import EndpointConfig  # noqa: E402
+from asr.decoding.rescore import RescoreConfig  # noqa: E402
 from asr.model.recognizer import Recognizer  # noqa: E402
 from bench.data import SETS, load_set  # noqa: E402
 from bench.ours import endpoint_delays, endpoint_stats  # noqa: E402
@@ -51,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline-word-score", type=float, default=BeamConfig().word_score)
     p.add_argument("--trailing-silence", type=float, nargs="+", default=[EndpointConfig().trailing_silence])
     p.add_argument("--limit", type=int, default=30, help="utterances per set")
+    p.add_argument("--rescore-off-too", action="store_true", help="each model also without its second pass")
     args = p.parse_args(argv)
     clips = [clip for s in SETS if s.name in SET_NAMES for clip in load_set(s, args.limit)[0]]
     if not clips:
@@ -61,13 +64,15 @@ def main(argv: list[str] | None = None) -> int:
                        BeamConfig(lm_weight=args.baseline_lm_weight, word_score=args.baseline_word_score)))
     print(f"| model | trailing silence (s) | end of speech -> final median / p95 (s) | endpointed / not "
           f"({len(clips)} utterances) |\n|---|---:|---|---|")
+    passes = [("", RescoreConfig())] + ([(", --no-rescore", RescoreConfig(lm=None))] if args.rescore_off_too else [])
     for name, path, lm, beam in models:
         recognizer = Recognizer.load(path, threads=1)
-        decoder = Decoder.load(recognizer.tokenizer, lm, beam, restorer=None)
-        for silence in args.trailing_silence:
-            row = finals_row(recognizer, decoder, clips, silence)
-            print(f"| {name} | {silence:g} | {row['median']:.2f} / {row['p95']:.2f} | "
-                  f"{row['n']} / {row['not_endpointed']} |", flush=True)
+        for label, rescore in passes:
+            decoder = Decoder.load(recognizer.tokenizer, lm, beam, restorer=None, rescore=rescore)
+            for silence in args.trailing_silence:
+                row = finals_row(recognizer, decoder, clips, silence)
+                print(f"| {name}{label} | {silence:g} | {row['median']:.2f} / {row['p95']:.2f} | "
+                      f"{row['n']} / {row['not_endpointed']} |", flush=True)
     return 0
 
 
