@@ -117,8 +117,8 @@ def decoding(args: argparse.Namespace) -> None:
         if getattr(args, "no_rescore", False):
             raise InputError("--rescore-lm cannot be combined with --no-rescore")
         readable(rescore_lm, "language model file")
-        if str(rescore_lm).endswith(".safetensors"):
-            from asr.decoding.neural_lm import NeuralLM, NeuralLMError  # noqa: PLC0415 (numpy only)
+        from asr.decoding.neural_lm import NeuralLM, NeuralLMError, is_neural_lm  # noqa: PLC0415 (numpy only)
+        if is_neural_lm(rescore_lm):
             try:
                 NeuralLM.check(rescore_lm)
             except NeuralLMError as err:

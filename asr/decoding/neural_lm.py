@@ -26,6 +26,11 @@ class NeuralLMError(ValueError):
     """A neural LM file that cannot be used; the message names the file and the reason."""
 
 
+def is_neural_lm(path: str | Path) -> bool:
+    """Whether an LM file is a neural word LM (safetensors) rather than an n-gram (ARPA, KenLM's binary)."""
+    return str(path).endswith(".safetensors")
+
+
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)

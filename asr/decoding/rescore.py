@@ -12,7 +12,7 @@ The second LM is a larger n-gram (KenLM's ARPA or binary) or a neural word LM (`
 <unk> plus the log of one over the first pass's words it lacks (<unk>'s share spread evenly over them).
 
 With `first_weight` the search's LM weight, `weight` 0 and `word_score` the search's, this is the search's own
-score (a test holds it to that), so the second pass changes a final only where the larger LM disagrees. Partials
+score (a test holds it to that), so the second pass changes a final only where the second LM disagrees. Partials
 stay first-pass: a final is decided once, at its endpoint, and the list is short (`RescoreConfig.nbest`).
 
     rescorer = Rescorer.shared(word_lm.words, RescoreConfig("lm4.klm", ...))   # over the first pass's word labels
@@ -21,15 +21,14 @@ stay first-pass: a final is decided once, at its endpoint, and the list is short
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
-
-import math
 
 from flashlight.lib.text.dictionary import Dictionary
 
 from asr.decoding.lm_binary import open_kenlm
-from asr.decoding.neural_lm import UNK, NeuralLM
+from asr.decoding.neural_lm import UNK, NeuralLM, is_neural_lm
 
 
 @dataclass(frozen=True)
@@ -52,10 +51,6 @@ class RescoreConfig:
         return self
 
 
-def is_neural(path: str | Path) -> bool:
-    return str(path).endswith(".safetensors")
-
-
 class Rescorer:
     """A second word LM over the first pass's word labels (`words`, its Dictionary: label i is the same word in
     both), loaded on the first final it ranks, so a process that never finishes a segment never pays for it."""
@@ -70,7 +65,7 @@ class Rescorer:
     def lm(self):
         if self._lm is None:
             path = Path(self.cfg.lm)
-            self._lm = NeuralLM.load(path) if is_neural(path) else open_kenlm(path, self.words)
+            self._lm = NeuralLM.load(path) if is_neural_lm(path) else open_kenlm(path, self.words)
         return self._lm
 
     def lm_scores(self, sequences: list[tuple[int, ...]]) -> list[float]:
@@ -80,6 +75,14 @@ class Rescorer:
         ids = [[self._neural_id(label) for label in labels] for labels in sequences]
         oov = -math.log(max(1, self.unk - self.lm.cfg["vocab"]))  # <unk>'s share of each word it stands for
         return [float(s) + oov * seq.count(UNK) for s, seq in zip(self.lm.sentence_logprobs(ids), ids)]
+
+    def scored(self, hypotheses: list) -> list[tuple[tuple[int, ...], float]]:
+        """(word labels, the second LM's score of them) of each of flashlight's hypotheses; a word sequence met
+        twice (two alignments) is scored once."""
+        words = [tuple(label for label in hyp.words if label >= 0) for hyp in hypotheses]
+        distinct = list(dict.fromkeys(words))
+        second = dict(zip(distinct, self.lm_scores(distinct)))
+        return [(labels, second[labels]) for labels in words]
 
     def _neural_id(self, label: int) -> int:
         if label not in self._ids:
@@ -108,13 +111,10 @@ class Rescorer:
 
     def rank(self, hypotheses: list) -> list[tuple[float, object]]:
         """flashlight's final hypotheses (best first) -> the first `nbest` as (new score, hypothesis), best first
-        (ties keep the beam's order). A word sequence met twice (two alignments) is scored by the LM once."""
+        (ties keep the beam's order)."""
         cfg, ranked = self.cfg, []
-        words = [tuple(label for label in hyp.words if label >= 0) for hyp in hypotheses[: cfg.nbest]]
-        distinct = list(dict.fromkeys(words))
-        second = dict(zip(distinct, self.lm_scores(distinct)))
-        for hyp, labels in zip(hypotheses, words):
-            ranked.append((hyp.emittingModelScore + cfg.first_weight * hyp.lmScore + cfg.weight * second[labels]
+        for hyp, (labels, second) in zip(hypotheses, self.scored(hypotheses[: cfg.nbest])):
+            ranked.append((hyp.emittingModelScore + cfg.first_weight * hyp.lmScore + cfg.weight * second
                            + cfg.word_score * len(labels), hyp))
         ranked.sort(key=lambda pair: -pair[0])
         return ranked

@@ -62,10 +62,9 @@ def path_key(path: Path, size: int = 12) -> str:
     return hashlib.blake2b(str(Path(path).resolve()).encode(), digest_size=size).hexdigest()
 
 
-def read_safetensors(path: Path, error: type[Exception] = ValueError,
-                     half: bool = False) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def read_safetensors(path: Path, error: type[Exception] = ValueError) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """(tensors, metadata) of a safetensors file, read with numpy alone (the `safetensors` package is a training
-    dependency): float16 tensors as float32 unless `half`; `error` with a one-line reason where it is not one."""
+    dependency): float16 tensors as float32; `error` with a one-line reason where it is not one."""
     data = path.read_bytes()
     header, size = _header(data, path, error)
     meta = header.pop("__metadata__", {}) or {}
@@ -76,7 +75,7 @@ def read_safetensors(path: Path, error: type[Exception] = ValueError,
             raise error(f"{path}: tensor {name} has unsupported dtype {spec.get('dtype')}")
         start, end = spec["data_offsets"]
         array = np.frombuffer(body[start:end], dtype=dtype).reshape(spec["shape"])
-        tensors[name] = array.astype(np.float32) if array.dtype == np.float16 and not half else array.copy()
+        tensors[name] = array.astype(np.float32) if array.dtype == np.float16 else array.copy()
     return tensors, meta
 
 

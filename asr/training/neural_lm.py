@@ -3,10 +3,10 @@
     model = WordTransformer(NeuralLMConfig(vocab=len(words)))
     logprob = model(x, y)                 # (B, T) log p(y_t | x_<=t), natural log
 
-Words are ids of a fixed vocabulary (`asr.decoding.neural_lm.Vocabulary`: 0 is the sentence boundary, 1 <unk>,
-then words by falling frequency). Frequent words get wide embeddings and rare ones narrow (adaptive input,
-Baevski & Auli 2019) and the output an adaptive softmax (Grave et al. 2017) over the same clusters, so a
-32k-word vocabulary costs a few hundred thousand multiply-adds a word rather than eight million. Training reads
+Words are ids of a fixed word list (`recipes/lm/neural.py`'s stage 2: 0 is the sentence boundary, 1 <unk>, then
+words by falling frequency). Frequent words get wide embeddings and rare ones narrow (adaptive input, Baevski &
+Auli 2019) and the output is an adaptive softmax (Grave et al. 2017) over the same clusters, so the output costs
+about half a million multiply-adds a word where a plain 32k-word softmax would cost 8.4 million. Training reads
 windows that start at a sentence boundary, so position 0 is always the boundary, as when a hypothesis is scored.
 
 The run-time twin, numpy alone, is `asr.decoding.neural_lm.NeuralLM`; `export` writes what it reads (a test holds
@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from asr.decoding.neural_lm import FORMAT, UNK
+from asr.decoding.neural_lm import BOUNDARY, FORMAT, UNK
 from asr.training.hardware import cpu_has_bf16
 
 
@@ -145,16 +145,20 @@ class WordTransformer(nn.Module):
         return self.output(h.reshape(-1, h.shape[-1]), y.reshape(-1)).view(y.shape)
 
 
-def export(model: WordTransformer, words: list[str], path: Path) -> None:
-    """The weights in float16 with the config and word list, for `asr.decoding.neural_lm.NeuralLM`."""
+def _save_half(model: WordTransformer, path: Path, metadata: dict[str, str] | None = None) -> None:
+    """The weights in float16 to a safetensors file, written under a temporary name first."""
     from safetensors.torch import save_file
 
-    tensors = {name: t.detach().to(torch.float16).contiguous() for name, t in model.state_dict().items()}
-    meta = {"format": FORMAT, "config": json.dumps(asdict(model.cfg)), "words": "\n".join(words)}
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".partial")
-    save_file(tensors, str(partial), metadata=meta)
+    save_file({k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}, str(partial),
+              metadata=metadata)
     partial.replace(path)
+
+
+def export(model: WordTransformer, words: list[str], path: Path) -> None:
+    """The weights in float16 with the config and word list, for `asr.decoding.neural_lm.NeuralLM`."""
+    _save_half(model, path, {"format": FORMAT, "config": json.dumps(asdict(model.cfg)), "words": "\n".join(words)})
 
 
 @dataclass
@@ -163,7 +167,7 @@ class Schedule:
 
     lr: float = 1e-3
     warmup: int = 300
-    steps: int = 10000
+    steps: int = 12000
     floor: float = 0.1
 
     def at(self, step: int) -> float:
@@ -191,7 +195,7 @@ def perplexity(model: WordTransformer, sentences: list[list[int]]) -> float:
     with torch.no_grad():
         for s in sentences:
             s = s[: model.cfg.context - 1]
-            total -= model(torch.tensor([[0, *s]]), torch.tensor([[*s, 0]])).sum().item()
+            total -= model(torch.tensor([[BOUNDARY, *s]]), torch.tensor([[*s, BOUNDARY]])).sum().item()
             count += len(s) + 1
     model.train()
     return math.exp(total / max(1, count))
@@ -211,13 +215,8 @@ def load_state(folder: Path) -> tuple[WordTransformer, dict] | None:
 
 
 def save_state(model: WordTransformer, record: dict, folder: Path) -> None:
-    """Weights in float16 (16 MB for the default shape: what git carries between working periods) and the record."""
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()},
-              str(folder / "weights.partial"))
-    (folder / "weights.partial").replace(folder / "weights.safetensors")
+    """Weights in float16 (13.3 MB for the default shape: what git carries between working periods) and the record."""
+    _save_half(model, folder / "weights.safetensors")
     (folder / "state.json").write_text(json.dumps(record, indent=1) + "\n")
 
 
@@ -225,16 +224,17 @@ def train(ids: np.ndarray, words: list[str], state: Path, minutes: float, save_m
           batch: int, threads: int, config: dict, dev: dict[str, list[str]], log,
           in_domain: tuple[int, float] | None = None) -> WordTransformer:
     """Train from `state` (or anew) on windows of `ids` for `minutes` or to the schedule's end, saving to `state`
-    every `save_minutes` and at the end, with the dev sets' perplexity in `state/log.jsonl`. `in_domain`: where the
-    in-domain text starts in `ids` and the share of windows drawn from it (else every sentence alike). The optimizer's moments are not carried: a resumed
-    run warms them up again over `Schedule.warmup` steps. bf16 autocast where the CPU has bf16."""
+    every `save_minutes` and at the end, with the dev sets' perplexity in `state/log.jsonl`. `steps`: a new run's
+    schedule length (None: `Schedule`'s), or a resumed run's new one. `in_domain`: where the in-domain text starts in
+    `ids` and the share of windows drawn from it (else every sentence alike). The optimizer's moments are not
+    carried: a resumed run warms them up again over `Schedule.warmup` steps. bf16 autocast where the CPU has bf16."""
     torch.set_num_threads(threads)
     loaded = load_state(state)
     if loaded is None:
         torch.manual_seed(0)
         model = WordTransformer(NeuralLMConfig(vocab=len(words), **config))
-        record = {"config": asdict(model.cfg), "step": 0, "schedule": asdict(Schedule(steps=steps or 12000)),
-                  "words": len(words)}
+        schedule = Schedule(steps=steps) if steps else Schedule()
+        record = {"config": asdict(model.cfg), "step": 0, "schedule": asdict(schedule), "words": len(words)}
     else:
         model, record = loaded
         if record["words"] != len(words):

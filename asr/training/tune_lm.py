@@ -63,12 +63,10 @@ def rescore_grid(logprobs: list, refs: list[str], tokenizer, lm: str, cfg: BeamC
         search = decoder.search()
         search.push(lp)
         search.final()
-        pairs = list(zip(search.ranked[:nbest], search.alternatives(nbest)))
-        words = [tuple(label for label in hyp.words if label >= 0) for (_, hyp), _ in pairs]
-        distinct = list(dict.fromkeys(words))  # a word sequence met twice (two alignments) is scored once
-        second_lm = dict(zip(distinct, rescorer.lm_scores(distinct)))
-        lists.append([(hyp.emittingModelScore, hyp.lmScore, second_lm[labels], len(labels), decoder.text(tokens))
-                      for ((_, hyp), (_, tokens)), labels in zip(pairs, words)])
+        hypotheses = [hyp for _, hyp in search.ranked[:nbest]]
+        lists.append([(hyp.emittingModelScore, hyp.lmScore, second, len(labels), decoder.text(tokens))
+                      for hyp, (labels, second), (_, tokens) in zip(hypotheses, rescorer.scored(hypotheses),
+                                                                    search.alternatives(nbest))])
     grid = []
     for weight, first_weight, word_score in product(weights, first_weights, scores):
         texts = [max(rows, key=lambda r: r[0] + first_weight * r[1] + weight * r[2] + word_score * r[3])[4]
