@@ -256,3 +256,27 @@ def test_outside_the_checkout_the_plan_line_names_the_guard_and_training_is_anch
     info = json.loads((out / "finetune.json").read_text())
     assert info["training"]["guard"] == "distill" and info["training"]["replay_minutes"] == 0
     assert "distillation toward the starting model" in (out / "MODEL_CARD.md").read_text()
+
+
+def neural_lm_header(path: Path, words: list[str]) -> Path:
+    """A file with a neural word LM's header and no weights: all that the vocabulary check reads."""
+    from asr.decoding.neural_lm import FORMAT  # noqa: PLC0415
+
+    header = json.dumps({"__metadata__": {"format": FORMAT, "words": "\n".join(["<s>", "<unk>", *words])}}).encode()
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+    return path
+
+
+def test_the_second_pass_is_kept_for_ordinary_english_and_left_out_for_a_new_vocabulary(tmp_path: Path,
+                                                                                         capsys) -> None:
+    """Its LM would rank down the words it lacks: kept while at most 5% of the training words are outside it."""
+    from asr.training.finetune.pipeline import keeps_second_pass  # noqa: PLC0415
+
+    second = neural_lm_header(tmp_path / "second.safetensors", ["THE", "CAT", "SAT", "ON", "A", "MAT"])
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"audio": "a.wav", "text": t}) + "\n"
+                             for t in ["The cat sat on the mat."] * 19 + ["A zorblax sat."]))
+    assert keeps_second_pass(second, train)  # 1 word in 123 outside
+    train.write_text(json.dumps({"audio": "a.wav", "text": "the zorblax sat on the quintaro"}) + "\n")
+    assert not keeps_second_pass(second, train)  # 2 in 6
+    assert "33.3% of the training words are outside" in capsys.readouterr().err

@@ -11,7 +11,7 @@ import pytest
 import asr
 from asr import cli
 from asr.model.errors import ModelError, installed
-from asr.model.folder import folder_lm, model_folder
+from asr.model.folder import RESCORE, folder_lm, folder_rescore_lm, model_folder
 from asr.model.loader import load_model
 from asr.training.lm import build_arpa
 from conftest import run_module
@@ -81,3 +81,21 @@ def test_transcribe_takes_the_folder(folder: Path, speech_wav: Path) -> None:
     done = run_module("asr.transcribe", "--model", str(folder), "--plain", str(speech_wav))
     assert done.returncode == 0, done.stderr
     assert set(done.stdout.split()) <= {"THE", "ZORBLAX", "PRO", "A"}  # the search outputs only its LM's words
+
+
+def test_a_folders_second_pass_runs_after_its_own_lm(folder: Path, tmp_path: Path) -> None:
+    """rescore.safetensors beside the folder's LM is its second pass (loaded on the first final), for every tool."""
+    mine = tmp_path / "mine"
+    shutil.copytree(folder, mine)
+    assert folder_rescore_lm(mine) is None and asr.load(mine).decoder.rescorer is None
+    (mine / RESCORE).write_bytes(b"read on the first final only")
+    assert folder_rescore_lm(mine) == mine / RESCORE
+    assert asr.load(mine).decoder.rescorer.cfg.lm == str(mine / RESCORE)
+    tokenizer = load_model(mine)[1]
+    options = dict(beam_size=8, beam_threshold=15.0, lm_weight=1.0, word_score=0.0, onnx_dir=None, greedy=False,
+                   beam=False, lm=None, model=str(mine))
+    made = cli.load_decoder(SimpleNamespace(**options), SimpleNamespace(tokenizer=tokenizer))
+    assert made.rescorer.cfg.lm == str(mine / RESCORE)
+    assert cli.load_decoder(SimpleNamespace(**options, no_rescore=True), SimpleNamespace(tokenizer=tokenizer)).rescorer is None
+    (mine / "lm.arpa").unlink()
+    assert folder_rescore_lm(mine) is None  # without its own LM there is nothing for it to follow

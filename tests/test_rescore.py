@@ -151,3 +151,29 @@ def test_a_neural_lm_that_knows_better_changes_the_final(tmp_path: Path) -> None
         emissions(tokenizer, HEARD))) == "THE CAT"
     second_pass = decoder(tokenizer, first, config)
     assert second_pass.text(second_pass.decode(emissions(tokenizer, HEARD))) == "THE HAT"
+
+
+def test_a_model_folders_second_pass_goes_with_its_own_lm(tmp_path: Path) -> None:
+    """A model folder's rescore.safetensors (`asr.finetune` copies the starting model's) ranks the finals of a
+    search with the folder's own LM, unless --no-rescore, and not those of another LM."""
+    from asr import api  # noqa: PLC0415
+
+    tokenizer = Tokenizer("char")
+    first, second = lms(tmp_path)
+    paired = Decoder.load(tokenizer, first, BeamConfig(beam_size=8), restorer=None, paired_rescore=second)
+    assert paired.rescorer is not None and paired.rescorer.cfg.lm == str(second)
+    assert Decoder.load(tokenizer, first, BeamConfig(beam_size=8), restorer=None, paired_rescore=second,
+                        rescore=RescoreConfig(lm=None)).rescorer is None  # --no-rescore
+
+    class Model:  # what load_decoder asks of a recognizer
+        pass
+
+    recognizer = Model()
+    recognizer.tokenizer = tokenizer
+    own = api.load_decoder(recognizer, bundled=False, lm=None, beam_config=BeamConfig(beam_size=8), restore=False,
+                           own_lm=first, own_rescore=second)
+    assert own.rescorer is not None and own.rescorer.cfg.lm == str(second)
+    other = tmp_path / "other.arpa"
+    other.write_text(build_arpa(FIRST))
+    assert api.load_decoder(recognizer, bundled=False, lm=other, beam_config=BeamConfig(beam_size=8), restore=False,
+                            own_lm=first, own_rescore=second).rescorer is None

@@ -1,7 +1,7 @@
 """The normaliser and the tokenizers."""
 import pytest
 
-from asr.text.normalize import normalize, number_to_words
+from asr.text.normalize import comparable, normalize, number_to_words
 from asr.text.tokenizer import BLANK, Tokenizer
 
 
@@ -42,6 +42,30 @@ def test_years_and_ordinals_normalise_as_readers_say_them(raw, expected):
     ("3 to 7", "THREE TO SEVEN"), ("Street", "STREET")])
 def test_other_numbers_normalise_as_before(raw, expected):
     assert normalize(raw) == expected
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("\u00a3300,000 for", "THREE HUNDRED THOUSAND POUNDS FOR"), ("$1", "ONE DOLLAR"), ("$25", "TWENTY FIVE DOLLARS"),
+    ("$2.50", "TWO DOLLARS FIFTY CENTS"), ("\u00a32.50", "TWO POUNDS FIFTY PENCE"), ("$2.00", "TWO DOLLARS"),
+    ("$3 million", "THREE MILLION DOLLARS"), ("$1.5 million", "ONE POINT FIVE MILLION DOLLARS"),
+    ("\u20ac5", "FIVE EUROS"), ("50\u00a2", "FIFTY CENTS"), ("1.5", "ONE POINT FIVE"),
+    ("3.14 and 1,234.5", "THREE POINT ONE FOUR AND ONE THOUSAND TWO HUNDRED THIRTY FOUR POINT FIVE")])
+def test_money_and_decimals_normalise_as_said(raw, expected):
+    assert normalize(raw) == expected
+
+
+def test_the_written_forms_money_and_numbers_score_as_the_words_said():
+    """What the written form writes for recognised words scores as those words: the currency is not lost, and
+    "a hundred and eight" (written 108) matches."""
+    from asr.corpus.scoring import score  # noqa: PLC0415
+    for said, written in [("THREE HUNDRED THOUSAND POUNDS", "\u00a3300,000"), ("A THOUSAND MEN", "1,000 men"),
+                          ("A HUNDRED AND EIGHT RUFFIANS", "108 ruffians"), ("TWO DOLLARS AND FIFTY CENTS", "$2.50")]:
+        words, _, _ = score(normalize(said), normalize(written))
+        assert words.errors == 0, (said, written)
+    assert comparable("HUNDREDS AND THOUSANDS AND A HUNDRED AND THE") == ("HUNDREDS AND THOUSANDS AND ONE HUNDRED "
+                                                                          "AND THE")
+    words, _, _ = score(normalize("A HUNDRED AND EIGHT"), normalize("109"))
+    assert words.errors == 1
 
 
 def test_number_words():

@@ -27,7 +27,7 @@ from asr.decoding.decoder import Decoder
 from asr.decoding.endpoint import EndpointConfig
 from asr.decoding.hotwords import DEFAULT_BOOST
 from asr.model.backend import BACKENDS
-from asr.model.folder import folder_lm
+from asr.model.folder import folder_lm, folder_rescore_lm
 from asr.model.recognizer import Recognizer
 
 
@@ -217,7 +217,8 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rescore-lm", metavar="FILE",
                         help="the second pass's LM, which re-ranks each final's n-best: a neural word LM "
                              "(.safetensors: recipes/lm/neural.py) or an n-gram (ARPA or KenLM binary) (default: the "
-                             "one bundled beside the bundled LM, with that LM only)")
+                             "one bundled beside the bundled LM, with that LM only; a model folder's own, with its "
+                             "own LM)")
     parser.add_argument("--rescore-weight", type=finite_float, default=second.weight,
                         help=f"the second LM's weight in the second pass (default {second.weight:g})")
     parser.add_argument("--rescore-first-weight", type=finite_float, default=second.first_weight,
@@ -290,12 +291,12 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
                             restore=not getattr(args, "plain", True), restorer=getattr(args, "restorer", None),
                             hotword_min_confidence=getattr(args, "hotword_min_confidence", 0.0),
                             written=not getattr(args, "spoken_form", False), own_lm=own_lm,
-                            rescore=rescore_config(args))
+                            rescore=rescore_config(args), own_rescore=folder_rescore_lm(args.model))
 
 
 def rescore_config(args: argparse.Namespace) -> RescoreConfig:
     """The second pass the options ask for (`asr.decoding.rescore`): none with --no-rescore, --rescore-lm's LM, else
-    the bundled one where the first pass searches with the bundled LM."""
+    the bundled one where the first pass searches with the bundled LM (a model folder's own beside its own LM)."""
     defaults = RescoreConfig()
     if getattr(args, "no_rescore", False):
         return RescoreConfig(lm=None)

@@ -1,6 +1,7 @@
 """Scoring: word and character error counts of hypotheses against references (jiwer), and their sums.
 
-References and hypotheses are compared after `asr.text.normalize`, by whoever calls `score`.
+References and hypotheses are compared after `asr.text.normalize`, by whoever calls `score`; `score` then spells
+their number phrases one way (`asr.text.normalize.comparable`: "A HUNDRED AND EIGHT" as the written form's "108").
 """
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import jiwer
+
+from asr.text.normalize import comparable
 
 
 @dataclass
@@ -55,6 +58,7 @@ class UttResult:
 
 def score(ref: str, hyp: str) -> tuple[Score, Score, list[dict]]:
     """Word and character scores of normalised `hyp` against normalised `ref`, and the word alignment."""
+    ref, hyp = comparable(ref), comparable(hyp)
     if not ref:  # jiwer needs a reference; everything said is an insertion
         ins = [{"op": "insert", "ref": "", "hyp": hyp}] if hyp else []
         return Score(0, 0, 0, len(hyp.split())), Score(0, 0, 0, len(hyp)), ins

@@ -81,7 +81,8 @@ class Decoder:
     @classmethod
     def load(cls, tokenizer: Tokenizer, lm: str | Path | None = "bundled", cfg: BeamConfig = BeamConfig(),
              restorer: str | Restorer | None = "bundled", hotword_min_confidence: float = 0.0,
-             written: bool = True, rescore: RescoreConfig = RescoreConfig()) -> "Decoder":
+             written: bool = True, rescore: RescoreConfig = RescoreConfig(),
+             paired_rescore: Path | None = None) -> "Decoder":
         """lm: an ARPA file, "bundled" for the word LM shipped with the default model, or None (greedy; for a
         phone model, whose phones spell no words, a search of its lexicon without an LM).
         restorer: "bundled" (the casing and punctuation model shipped in the package, where there is one),
@@ -89,7 +90,8 @@ class Decoder:
         none is bundled), RestorerError for an unusable restorer. `hotword_min_confidence`: see `finish`.
         `written`: restored finals in the written form (`asr.text.written`) where it is installed. `rescore`: the
         second pass (`asr.decoding.rescore`); its LM "bundled" is the one shipped beside the bundled LM, used where
-        `lm` is "bundled" and the package ships one."""
+        `lm` is "bundled" and the package ships one, and `paired_rescore` (a model folder's, beside its own LM)
+        where `lm` is another."""
         second = rescore.validate().lm  # the second pass's LM: "bundled" goes with the bundled first-pass LM only
         if lm == "bundled":
             lm = default_lm_path()
@@ -98,7 +100,7 @@ class Decoder:
             if second == "bundled":
                 second = default_rescore_lm_path()
         elif second == "bundled":
-            second = None
+            second = paired_rescore
         if restorer == "bundled":
             restorer = load_restorer() if bundled_restorer() is not None else None
         if not 0.0 <= hotword_min_confidence <= 1.0:

@@ -66,6 +66,11 @@ class NeuralLM:
             raise NeuralLMError(f"{path}: not an asr neural word LM (format {meta.get('format')!r}, expected {FORMAT!r})")
         return path
 
+    @staticmethod
+    def vocabulary_of(path: str | Path) -> set[str]:
+        """The words of a neural word LM file, its header alone read (NeuralLMError where it is not one)."""
+        return set(safetensors_metadata(NeuralLM.check(path), NeuralLMError).get("words", "").split("\n"))
+
     @classmethod
     def load(cls, path: str | Path) -> "NeuralLM":
         path = cls.check(path)

@@ -7,6 +7,8 @@
                             beam search's default for this model, as the bundled LM is for the bundled model
     DIR/lm.klm              its KenLM binary form, where build_binary made one (`asr.decoding.lm_binary`): what the
                             search loads, at once, while it matches lm.arpa.gz (lm.klm.json holds the ARPA's stamp)
+    DIR/rescore.safetensors its second pass's word LM (`asr.decoding.rescore`), ranking each final's n-best again
+                            after a search with DIR's own LM; `asr.finetune` copies the starting model's there
     DIR/MODEL_CARD.md       what it was trained on and how it scored (`python -m asr.finetune` writes all of these)
 
 Only the weights or the export need be there: a training run folder (`run_dir`, which holds
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 WEIGHTS, ONNX, LM, CARD = "model.safetensors", "onnx", "lm.arpa.gz", "MODEL_CARD.md"
+RESCORE = "rescore.safetensors"
 OLD_LM = "lm.arpa"  # a folder's LM before it was compressed (a 200k-word LM is 120 MB as plain text)
 
 
@@ -41,6 +44,12 @@ class ModelFolder:
     def lm(self) -> Path | None:
         return next((self.root / name for name in (LM, OLD_LM) if (self.root / name).is_file()), None)
 
+    @property
+    def rescore_lm(self) -> Path | None:
+        """The second pass's LM, which goes with `lm` (without `lm`, none)."""
+        path = self.root / RESCORE
+        return path if self.lm and path.is_file() else None
+
 
 def model_folder(path: str | Path | None) -> ModelFolder | None:
     """The model folder at `path`, or None where `path` is not one (None, a file, an ONNX export folder,
@@ -55,6 +64,12 @@ def folder_lm(path: str | Path | None) -> Path | None:
     """The word LM of the model folder at `path`, if it is one and has one."""
     folder = model_folder(path)
     return folder.lm if folder else None
+
+
+def folder_rescore_lm(path: str | Path | None) -> Path | None:
+    """The second-pass LM of the model folder at `path`, if it is one and has one beside its own word LM."""
+    folder = model_folder(path)
+    return folder.rescore_lm if folder else None
 
 
 def resolve(path: str | Path | None, backend: str) -> str | Path | None:

@@ -8,8 +8,14 @@ say them:
 - years as said: a four-digit number from 1100 to 1999 (no thousands comma) in pairs, "1840" -> EIGHTEEN FORTY,
   "1905" -> NINETEEN OH FIVE, "1600" -> SIXTEEN HUNDRED, and decades, "1920s" -> NINETEEN TWENTIES;
 - ordinals, "21st" -> TWENTY FIRST;
+- money as said: "$25" -> TWENTY FIVE DOLLARS, "£300,000" -> THREE HUNDRED THOUSAND POUNDS, "$1" -> ONE DOLLAR,
+  "$3 million" -> THREE MILLION DOLLARS, "$2.50" -> TWO DOLLARS FIFTY CENTS, "50¢" -> FIFTY CENTS;
+- decimals digit by digit after the point, "1.5" -> ONE POINT FIVE;
 - other numbers spelled out as before ("42" -> FORTY TWO, "1,500" and "2005" -> ONE THOUSAND FIVE HUNDRED and TWO
   THOUSAND FIVE); & % + @ as words; other symbols become spaces.
+
+`comparable` is for scoring only: it also gives number phrases one spelling ("A HUNDRED AND EIGHT" and the written
+form's "108", ONE HUNDRED EIGHT, alike), a distinction the written form cannot keep.
 """
 from __future__ import annotations
 
@@ -25,6 +31,15 @@ _IRREGULAR_ORDINALS = {"ONE": "FIRST", "TWO": "SECOND", "THREE": "THIRD", "FIVE"
                        "NINE": "NINTH", "TWELVE": "TWELFTH"}
 TITLES = {"MR": "MISTER", "MRS": "MISSUS", "DR": "DOCTOR", "ST": "SAINT"}  # abbreviation -> as said
 
+_CURRENCIES = {"$": ("DOLLAR", "CENT"), "\u00a3": ("POUND", "PENNY"), "\u20ac": ("EURO", "CENT")}  # $ £ €
+_PLURALS = {"PENNY": "PENCE"}
+_MONEY = re.compile(r"([$\u00a3\u20ac])\s?(\d[\d,]*)(?:\.(\d\d)(?!\d))?(\.\d+)?"  # symbol, amount, cents, decimals
+                    r"(\s+(?:thousand|million|billion)\b)?", re.I)  # and a scale: "$3 million"
+_CENTS = re.compile(r"(\d+)\s?\u00a2")  # 50¢
+_DECIMAL = re.compile(r"(\d)\.(\d+)")
+_SCALE_WORDS = {"HUNDRED", "THOUSAND", "MILLION", "BILLION"}
+_NUMBER_WORDS = set(_ONES + _TENS[2:]) | _SCALE_WORDS
+_JOINED_BY_AND = _SCALE_WORDS | {"DOLLARS", "POUNDS", "EUROS"}  # "HUNDRED AND EIGHT", "DOLLARS AND FIFTY CENTS"
 _TITLE = re.compile(r"\b(Mrs|Mr|Dr|St)\b\.?", re.I)
 _STREET_BEFORE = re.compile(r"\b[A-Z][a-z]+\s+$")  # "Baker " before "St."
 _NAME_AFTER = re.compile(r"\s+[A-Z]")
@@ -74,9 +89,24 @@ def _title(match: re.Match) -> str:
     return f" {TITLES[abbreviation]} "
 
 
+def _unit(name: str, amount: str) -> str:
+    return name if amount.lstrip("0") == "1" else _PLURALS.get(name, name + "S")
+
+
+def _money(match: re.Match) -> str:
+    """'$25' -> ' 25 DOLLARS ', '£2.50' -> ' 2 POUNDS 50 PENCE ', '$1.5 million' -> ' 1.5 million DOLLARS '."""
+    main, minor = _CURRENCIES[match.group(1)]
+    amount, cents, decimals, scale = match.group(2), match.group(3), match.group(4) or "", match.group(5)
+    if scale or decimals:  # $3 million, $1.5 million, $1.234
+        return f" {amount}{'.' + cents if cents else ''}{decimals}{scale or ''} {main}S "
+    said = f" {amount} {_unit(main, amount.replace(',', ''))} "
+    return said + (f"{cents} {_unit(minor, cents)} " if cents and int(cents) else "")
+
+
 def _spell_numbers(text: str) -> str:
     text = _ORDINAL.sub(lambda m: f" {_ordinal(number_to_words(int(m.group(1))))} ", text)
     text = _YEAR.sub(lambda m: " " + (_plural if m.group(2) else str)(year_to_words(int(m.group(1)))) + " ", text)
+    text = _DECIMAL.sub(lambda m: f"{m.group(1)} POINT {' '.join(m.group(2))} ", text)  # 1.25 -> 1 POINT 2 5
     text = re.sub(r"(?<=\d),(?=\d{3})", "", text)  # 1,000 -> 1000
     return re.sub(r"\d+", lambda m: " " + number_to_words(int(m.group())) + " ", text)
 
@@ -84,6 +114,7 @@ def _spell_numbers(text: str) -> str:
 def normalize(text: str) -> str:
     """Return the canonical form of `text`: 'Don't   stop, 2 go!' -> "DON'T STOP TWO GO"."""
     text = text.replace("\u2019", "'")
+    text = _CENTS.sub(r" \1 CENTS ", _MONEY.sub(_money, text))  # before the symbols leave with the non-ASCII
     text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
     for symbol, word in _SYMBOLS.items():
         text = text.replace(symbol, word)
@@ -91,3 +122,19 @@ def normalize(text: str) -> str:
     text = re.sub(r"[^A-Z' ]+", " ", text)
     words = (w.strip("'") for w in text.split())
     return " ".join(w for w in words if w)
+
+
+def comparable(normalised: str) -> str:
+    """Normalised text with its number phrases spelled one way, for scoring only: "A HUNDRED" -> ONE HUNDRED, and
+    no AND after HUNDRED, THOUSAND, MILLION, BILLION or a currency before a number word ("A HUNDRED AND EIGHT" ->
+    ONE HUNDRED EIGHT, as "108" normalises). The written form turns both spellings into the same figures."""
+    words = normalised.split()
+    kept = []
+    for i, word in enumerate(words):
+        after = words[i + 1] if i + 1 < len(words) else ""
+        if word == "A" and after in _SCALE_WORDS:
+            word = "ONE"
+        elif word == "AND" and kept and kept[-1] in _JOINED_BY_AND and after in _NUMBER_WORDS - _SCALE_WORDS:
+            continue
+        kept.append(word)
+    return " ".join(kept)

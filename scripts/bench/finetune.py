@@ -6,15 +6,17 @@ met, how many minutes it takes, and what it costs on general speech.
                                      [--outside DIR] [--guard auto|replay|distill|l2sp|none] [--guard-weight W]
                                      [--speaker ID --speaker-manifest M.jsonl]
 
-(a) speaker: LibriSpeech speaker 8226 (train-clean-100-4spk, held out of the shipped training recipes for this; but
-    the phone model's LM weights were tuned on them, 2026-12-03, so its before / after on 8226 is not clean), or
+(a) speaker: LibriSpeech speaker 8226 (train-clean-100-4spk, held out of the shipped training recipes for this; the
+    decoding weights were tuned on all of their recordings, and the same grids over the fine-tune half alone choose
+    the same weights: docs/finetune.md), or
     --speaker ID's rows of --speaker-manifest: half of their recordings to fine-tune on, half to test
     (--test-split recording --test-share 0.5).
 (b) domain: about 25 minutes of sentences full of product names and jargon (words no shipped LM has), rendered by
     flite's awb voice, which no training ever uses (recipes/synthetic/engines.py: NEVER_TRAIN); a fifth held out.
 For each: the command's own before / after WER on its held-out split (greedy and beam), the training minutes and
 the whole command's minutes, and the general-speech cost: speechocean762 dev and LibriSpeech dev-clean-2 WER of
-the starting model and of each fine-tuned one (greedy, and beam with the model's own LM). Writes OUT/finetune.md
+the starting model and of each fine-tuned one (greedy, and beam: the model's own LM, then its second pass where it
+has one, as the tools decode). Writes OUT/finetune.md
 and OUT/finetune.json (committed figures only on a quiet machine: scripts/bench/quiet.py). Each case's model
 folder stays under --work, and a rerun reuses the finished ones (with their measured minutes).
 --outside DIR: run asr.finetune from DIR (a user's folder, outside the checkout) with its default replay root,
@@ -45,10 +47,9 @@ from bench import quiet  # noqa: E402
 
 from asr import api  # noqa: E402
 from asr.corpus.manifest import read_manifest  # noqa: E402
-from asr.decoding.beam import BeamConfig, WordLM  # noqa: E402
-from asr.decoding.decoder import Decoder  # noqa: E402
-from asr.model.folder import folder_lm  # noqa: E402
-from asr.pretrained import default_lm_path  # noqa: E402
+from asr.model.folder import folder_lm, folder_rescore_lm  # noqa: E402
+from asr.pretrained import default_lm_path, default_rescore_lm_path  # noqa: E402
+from asr.training.finetune.pipeline import tools_decoder  # noqa: E402
 from asr.training.finetune.report import score  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
@@ -106,12 +107,14 @@ def domain_corpus(folder: Path, minutes: float, sentences: int | None, seed: int
 
 
 def general_scores(model: str | Path | None, sets: dict[str, list], lm: Path, threads: int, keep: Path) -> dict:
-    """WER on each general set: greedy, and beam with `lm` (kept in `keep`, reused while the sets are the same)."""
+    """WER on each general set: greedy, and beam with `lm` then the model's second pass where it has one, as the
+    tools decode (kept in `keep`, reused while the sets are the same)."""
     sizes = {name: len(utts) for name, utts in sets.items()}
     if keep.is_file() and (kept := json.loads(keep.read_text()))["sizes"] == sizes:
         return kept["scores"]
     recognizer = api.load_recognizer(model, threads=threads)
-    greedy, beam = Decoder(recognizer.tokenizer), Decoder(recognizer.tokenizer, WordLM(recognizer.tokenizer, lm, BeamConfig()))
+    second = folder_rescore_lm(model) if model else default_rescore_lm_path()  # the tools' second pass, if any
+    greedy, beam = tools_decoder(recognizer.tokenizer, None, None), tools_decoder(recognizer.tokenizer, lm, second)
     scores = {name: {"greedy": score(recognizer, utts, greedy)["wer"], "beam": score(recognizer, utts, beam)["wer"]}
               for name, utts in sets.items()}
     keep.parent.mkdir(parents=True, exist_ok=True)
@@ -173,7 +176,8 @@ def report(cases: dict, general: dict, meta: dict) -> str:
     lines += ["", "Beam after, with the starting model's LM instead of the interpolated one (the acoustic gain alone): "
               + ", ".join(f"{name} {case['after_base_lm']['wer']:.2f}" for name, case in cases.items()) + ".", "",
               "## General speech (the cost)", "",
-              f"WER of each model on sets none of them trained on ({meta['general']}); beam with the model's own LM.", "",
+              f"WER of each model on sets none of them trained on ({meta['general']}); beam with the model's own LM, "
+              "then its second pass where it has one, as the tools decode.", "",
               "| model | " + " | ".join(f"{s} greedy | {s} beam" for s in next(iter(general.values()))) + " |",
               "|---|" + "---:|" * (2 * len(next(iter(general.values()))))]
     for model, sets in general.items():

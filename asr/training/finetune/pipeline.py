@@ -6,7 +6,8 @@ run again after a stop (Ctrl-C included) goes on from the first step not yet don
 2. DIR/scores/before.json: the starting model scored on the test split, greedy and beam;
 3. DIR/model.safetensors: the recipe (`.recipe`) trained in DIR/run/ within --minutes (`.run`);
 4. DIR/onnx/: its export;
-5. DIR/lm.arpa.gz and DIR/scores/lm.json: the training text's trigram mixed into the starting LM (`.lm`);
+5. DIR/lm.arpa.gz and DIR/scores/lm.json: the training text's trigram mixed into the starting LM (`.lm`), and
+   DIR/rescore.safetensors, the starting model's second-pass LM where it has one;
 6. DIR/scores/after.json, then the tables printed, DIR/finetune.json and DIR/MODEL_CARD.md (`.report`).
 
 `run(args)` takes the parsed options of asr/finetune.py. The training stack (torch, Lightning) loads only in
@@ -29,11 +30,14 @@ from asr.corpus.build import Report
 from asr.corpus.manifest import Utterance, read_manifest, write_manifest
 from asr.decoding.beam import BeamConfig, WordLM
 from asr.decoding.decoder import Decoder, searches_words
+from asr.decoding.neural_lm import NeuralLM
+from asr.decoding.rescore import RescoreConfig, Rescorer
 from asr.model.device import torch_device, wants_gpu
 from asr.model.errors import ModelError
-from asr.model.folder import CARD, LM, WEIGHTS, folder_lm, model_folder
-from asr.pretrained import default_lm_path, default_model_path
+from asr.model.folder import CARD, LM, RESCORE, WEIGHTS, folder_lm, folder_rescore_lm, model_folder
+from asr.pretrained import default_lm_path, default_model_path, default_rescore_lm_path
 from asr.text.normalize import normalize
+from asr.text.tokenizer import Tokenizer
 from asr.training.finetune import lm as domain
 from asr.training.finetune import report
 from asr.training.finetune.manifests import REPLAY_SOURCES, input_rows, keep_data, replay_rows, rows_of
@@ -42,6 +46,7 @@ from asr.training.finetune.split import Split, SplitError, given_split, minutes,
 from asr.training.lm_mix import mix_arpa
 
 TOOL = "finetune"
+OUTSIDE_SECOND_LM = 0.05  # the largest share of training words outside the second-pass LM's vocabulary it is kept at
 
 
 def note(message: str) -> None:
@@ -60,18 +65,26 @@ def cached(path: Path, compute: Callable[[], dict]) -> dict:
 
 
 def score_model(model: str | Path | None, utterances: list[Utterance], lms: dict[str, Path | None],
-                args: argparse.Namespace) -> dict:
+                second: Path | None, args: argparse.Namespace) -> dict:
     """Scores of one model on `utterances`: one decoder each (name -> its word LM; None: greedy, which for a phone
-    model is its lexicon searched without an LM, as every tool's --greedy)."""
+    model is its lexicon searched without an LM, as every tool's --greedy), each search with a word LM followed by
+    the second pass over `second` where given, as the tools decode."""
     recognizer = api.load_recognizer(model, threads=args.threads, device=args.device if wants_gpu(args.device) else None)
     scores = {}
     for name, lm in lms.items():
-        search = WordLM(recognizer.tokenizer, lm, BeamConfig()) if searches_words(recognizer.tokenizer, lm) else None
-        decoder = Decoder(recognizer.tokenizer, search)  # its own LM, not WordLM.shared: freed before training
+        decoder = tools_decoder(recognizer.tokenizer, lm, second)
         scores[name] = report.score(recognizer, utterances, decoder)
         how = " (phones: the lexicon without an LM)" if decoder.kind == "lexicon" else ""
         note(f"{name}{how}: WER {scores[name]['wer']:.2f} ({model or 'the bundled model'})")
     return scores
+
+
+def tools_decoder(tokenizer: Tokenizer, lm: Path | None, second: Path | None) -> Decoder:
+    """The decoder the tools make for word LM `lm` (None: greedy) and second-pass LM `second` (None: none), plain
+    upper-case finals; its own WordLM, not WordLM.shared, so that it is freed before training."""
+    search = WordLM(tokenizer, lm, BeamConfig()) if searches_words(tokenizer, lm) else None
+    rescorer = Rescorer(search.words, RescoreConfig(lm=str(second))) if second and lm and search else None
+    return Decoder(tokenizer, search, rescorer=rescorer)
 
 
 def train_stage(args: argparse.Namespace, split: Split, start: Path, out: Path) -> bool:
@@ -187,18 +200,44 @@ def run(args: argparse.Namespace) -> int:
         raise ModelError("no bundled model or word LM in this installation: give --model and --lm")
     if model_folder(start) is None and not start.is_file():
         raise ModelError(f"{start}: no such model file or folder")
+    second = start_rescore_lm(args, base_lm)
     test_utts = read_manifest(data / "test.jsonl")
-    before = cached(out / "scores" / "before.json", lambda: score_model(args.model, test_utts,
-                                                                         {"greedy": None, "beam": base_lm}, args))
+    before = cached(out / "scores" / "before.json", lambda: score_model(
+        args.model, test_utts, {"greedy": None, "beam": base_lm}, second, args))
     if not (out / WEIGHTS).is_file() and not train_stage(args, split, start, out):
         return interrupt.EXIT_STATUS  # Ctrl-C in training: its last step is saved in DIR/run
     if not (out / "onnx" / "model.json").is_file():
         from asr.training.finetune.run import export_onnx_folder  # noqa: PLC0415
         export_onnx_folder(out)
     lm = cached(out / "scores" / "lm.json", lambda: lm_stage(args, out, base_lm, test_utts))
+    if second and not (out / RESCORE).is_file() and keeps_second_pass(second, data / "train.jsonl"):
+        shutil.copyfile(second, out / RESCORE)  # the folder's LM is new, its second pass the starting one's
     after = cached(out / "scores" / "after.json", lambda: score_model(
-        out, test_utts, {"greedy": None, "beam": out / LM, "beam_base_lm": base_lm}, args))
+        out, test_utts, {"greedy": None, "beam": out / LM, "beam_base_lm": base_lm}, folder_rescore_lm(out), args))
     return finish(args, out, split, rows, built, before, after, lm)
+
+
+def start_rescore_lm(args: argparse.Namespace, base_lm: Path) -> Path | None:
+    """The second-pass LM the tools run after a search with `base_lm` for the starting model: the bundled one with
+    the bundled LM, a model folder's own with its own LM, none with another LM."""
+    if args.lm is None and args.model is None:
+        return default_rescore_lm_path()
+    return folder_rescore_lm(args.model) if base_lm == folder_lm(args.model) else None
+
+
+def keeps_second_pass(second: Path, train: Path) -> bool:
+    """Whether the fine-tuned folder keeps the starting model's second pass: where the training transcripts are
+    ordinary English for its LM, at most OUTSIDE_SECOND_LM of their words outside its vocabulary. A word it lacks
+    scores as a rare one, so a vocabulary of names and jargon that the new first-pass LM has learned would be
+    ranked back down (`docs/finetune.md`: 1-3% for read English, 27% for the product-names case)."""
+    vocabulary = NeuralLM.vocabulary_of(second)
+    words = [word for row in rows_of(train) for word in normalize(row["text"]).split()]
+    outside = sum(word not in vocabulary for word in words) / max(1, len(words))
+    keep = outside <= OUTSIDE_SECOND_LM
+    note(f"second pass: {100 * outside:.1f}% of the training words are outside its LM's vocabulary, so the model "
+         + ("keeps it (rescore.safetensors)" if keep else
+            f"leaves it out (over {100 * OUTSIDE_SECOND_LM:g}%: it would rank your words down)"))
+    return keep
 
 
 def training_record(out: Path, args: argparse.Namespace) -> dict:
@@ -232,9 +271,11 @@ def finish(args: argparse.Namespace, out: Path, split: Split, rows: list[dict], 
         "training": training_record(out, args),
         "lm": {**lm, "base": "the bundled word LM" if Path(lm["base"]) == default_lm_path() else f"`{lm['base']}`"},
         "before": before, "after": after, "after_base_lm": after["beam_base_lm"],
+        "second_pass": (None if not (out / RESCORE).is_file() else "the bundled neural word LM" if args.model is None
+                        else f"{args.model}'s second-pass LM"),
     }
     print(f"WER (%) on the held-out test split ({split.by}): {len(split.test)} utterances, "
-          f"{after['beam']['words']} words")
+          f"{after['beam']['words']} words; {report.beam_words(info)}")
     print("\n".join(report.results_table([("before", before), ("after", after),
                                            ("after, with the starting LM", {"beam": after["beam_base_lm"]})])))
     print()

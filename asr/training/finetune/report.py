@@ -60,6 +60,13 @@ def loss(run: dict) -> str:
     return f"CTC-CRF (a {grams} phone LM of the run's transcripts as the denominator, plus a tenth of the CTC loss)"
 
 
+def beam_words(info: dict) -> str:
+    """What the beam column is: the search with the word LM, then the second pass where the models have one."""
+    second = info.get("second_pass")
+    then = f", then the second pass with {second}" if second else ""
+    return f"beam: the search with the word LM{then}, as the tools decode"
+
+
 def model_card(info: dict) -> str:
     """MODEL_CARD.md of a fine-tuned model folder, from the run's record (finetune.json)."""
     data, split, run, lm = info["data"], info["split"], info["training"], info["lm"]
@@ -89,6 +96,8 @@ def model_card(info: dict) -> str:
         "| `model.safetensors` | the acoustic model: weights, architecture, tokenizer and CMVN |",
         "| `onnx/` | its ONNX export (fp32 and int8), which the tools run by default where onnxruntime is installed |",
         "| `lm.arpa.gz` | the word LM its beam search uses by default |",
+        *(["| `rescore.safetensors` | the second pass's word LM, which ranks each final's 64-best again (the "
+           "starting model's, unchanged; `--no-rescore` leaves it out) |"] if info.get("second_pass") else []),
         "| `config.yaml` | the training config it was trained with (`python -m asr.training` reads the same keys) |",
         "| `finetune.json` | this card's figures, the recipe and the split, as data |",
         "| `data/` | the manifests: `train.jsonl`, `test.jsonl` (held out), and the replayed mixture |",
@@ -116,7 +125,8 @@ def model_card(info: dict) -> str:
         "",
         "## Results",
         "",
-        f"WER (%) on the held-out split ({split['test_utterances']} utterances, {info['after']['beam']['words']} words):",
+        f"WER (%) on the held-out split ({split['test_utterances']} utterances, "
+        f"{info['after']['beam']['words']} words; {beam_words(info)}):",
         "",
         *results_table([("before", info["before"]), ("after", info["after"]),
                         ("after, with the starting LM", {"beam": info["after_base_lm"]})]),
