@@ -37,7 +37,8 @@ class RescoreConfig:
     (`asr.training.tune_lm --rescore`)."""
 
     lm: str | None = "bundled"  # the second LM (ARPA, KenLM's binary, or a neural LM's .safetensors); "bundled": the one shipped beside the
-    # bundled word LM, where the first pass searches with that LM and the package ships one (Decoder.load); None: none
+    # bundled word LM, where the first pass searches with that LM and the package ships one, or a model folder's own
+    # beside its own LM (Decoder.load); None: none
     weight: float = 1.25  # the second LM's weight. The three tuned for the bundled model, LM and neural LM
     first_weight: float = 0.75  # (2026-12-07) on LibriSpeech speaker 8226's whole utterances, 64-best, the word
     word_score: float = -1.0  # score held at the search's: 9.81% WER -> 7.73 (1 / 1: 7.79; 0.75 / 2: 7.98)

@@ -210,7 +210,8 @@ def run(args: argparse.Namespace) -> int:
         from asr.training.finetune.run import export_onnx_folder  # noqa: PLC0415
         export_onnx_folder(out)
     lm = cached(out / "scores" / "lm.json", lambda: lm_stage(args, out, base_lm, test_utts))
-    if second and not (out / RESCORE).is_file() and keeps_second_pass(second, data / "train.jsonl"):
+    decided = (out / RESCORE).is_file() or (out / "scores" / "after.json").is_file()  # on a rerun, as it was
+    if second and not decided and keeps_second_pass(second, data / "train.jsonl"):
         shutil.copyfile(second, out / RESCORE)  # the folder's LM is new, its second pass the starting one's
     after = cached(out / "scores" / "after.json", lambda: score_model(
         out, test_utts, {"greedy": None, "beam": out / LM, "beam_base_lm": base_lm}, folder_rescore_lm(out), args))
