@@ -300,5 +300,5 @@ def test_fine_tunings_greedy_score_of_a_phone_model_is_its_lexicon_search(tmp_pa
     kinds = []
     monkeypatch.setattr(pipeline.report, "score",
                         lambda recognizer, utts, decoder: kinds.append(decoder.kind) or {"wer": 0.0})
-    pipeline.score_model(model, [], {"greedy": None, "beam": arpa}, argparse.Namespace(threads=1, device=None))
+    pipeline.score_model(model, [], {"greedy": None, "beam": arpa}, None, argparse.Namespace(threads=1, device=None))
     assert kinds == ["lexicon", "beam"]
