@@ -13,8 +13,9 @@ What is scored is the text `asr.transcribe` gives for the same audio and options
 --spoken-form), and joins them. References and hypotheses both go through asr.text.normalize before jiwer scores
 them (number phrases spelled one way on both sides: "A HUNDRED AND EIGHT" as the written "108"). The utterances
 are stepped in length-sorted padded batches (--batch-seconds S of audio a step, asr.batch.padded; --jobs N: those
-batches in N processes, asr.batch.processes; 0: one file at a time), the same text. --streaming feeds each in chunks of --chunk-ms through a live stream as `asr.stream` does, the same text,
-and also reports each chunk's wall time (model step, endpointing, decoding, its partial).
+batches in N processes, asr.batch.processes; 0: one file at a time), the same text. --streaming feeds each in
+chunks of --chunk-ms through a live stream as `asr.stream` does, the same text, and also reports each chunk's wall
+time (model step, endpointing, decoding, its partial).
 --whole decodes each utterance as one segment (no endpoint ever fires): what the model and search do on a whole
 utterance, which is not what the tools give for one longer than --max-segment or with pauses in it.
 Decoding is the same as asr.stream's and asr.transcribe's: the beam search with the bundled word LM for

@@ -56,20 +56,26 @@ class NeuralLM:
         self.vocabulary = {word: i for i, word in enumerate(words)}
 
     @staticmethod
-    def check(path: str | Path) -> Path:
-        """`path` where it is a neural word LM file (its header alone read), else NeuralLMError saying why not."""
+    def metadata(path: str | Path) -> dict[str, str]:
+        """A neural word LM file's metadata, its header alone read; NeuralLMError saying why where it is not one."""
         path = Path(path)
         if not path.is_file():
             raise NeuralLMError(f"{path}: no such neural LM file")
         meta = safetensors_metadata(path, NeuralLMError)
         if meta.get("format") != FORMAT:
             raise NeuralLMError(f"{path}: not an asr neural word LM (format {meta.get('format')!r}, expected {FORMAT!r})")
-        return path
+        return meta
+
+    @staticmethod
+    def check(path: str | Path) -> Path:
+        """`path` where it is a neural word LM file (its header alone read), else NeuralLMError saying why not."""
+        NeuralLM.metadata(path)
+        return Path(path)
 
     @staticmethod
     def vocabulary_of(path: str | Path) -> set[str]:
         """The words of a neural word LM file, its header alone read (NeuralLMError where it is not one)."""
-        return set(safetensors_metadata(NeuralLM.check(path), NeuralLMError).get("words", "").split("\n"))
+        return set(NeuralLM.metadata(path).get("words", "").split("\n"))
 
     @classmethod
     def load(cls, path: str | Path) -> "NeuralLM":
