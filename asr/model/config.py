@@ -24,6 +24,10 @@ class EncoderConfig:
     features: str = "fbank"  # the feature front end the model was trained on (asr.features: fbank | whisper)
     chunk: int = 0  # lookahead inside the chunk: a frame also sees the rest of its chunk of this many encoder
     #                 frames (chunks counted from the stream's start; 0: strictly causal)
+    norm: str = "global"  # how frames are normalised (asr.model.normalise): global (the stored training mean and
+    #                       std) or running (a causal running mean of the stream's own frames, then the std)
+    norm_prior: int = 100  # running: the stored mean counts as this many frames at the start of a stream
+    norm_horizon: int = 300  # running: past this many frames (prior included) the mean forgets at 1/horizon a frame
     max_chunk: int = 0  # the longest lookahead chunk the model holds biases for (0: chunk); trained at several
     #                     sizes (dynamic chunk training), it can compute with any chunk up to this one
 
@@ -59,6 +63,9 @@ class EncoderConfig:
                              f"({self.window})")
         if self.frontend == "conv1d" and self.subsampling_kernel < self.subsampling:
             raise ValueError(f"subsampling_kernel={self.subsampling_kernel} must be >= subsampling={self.subsampling}")
+        if self.norm not in ("global", "running") or self.norm_prior < 0 or self.norm_horizon < 1:
+            raise ValueError(f"norm={self.norm!r} must be global or running, with norm_prior >= 0 "
+                             f"({self.norm_prior}) and norm_horizon >= 1 ({self.norm_horizon})")
         if self.conv_kernel < 0:
             raise ValueError(f"conv_kernel={self.conv_kernel} must be >= 0 (0: no conv module)")
         if self.n_layers < 1 or self.vocab_size < 2:

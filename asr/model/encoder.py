@@ -1,4 +1,4 @@
-"""The acoustic model: global CMVN -> causal subsampling -> N pre-norm Transformer blocks -> CTC output.
+"""The acoustic model: frame normalisation -> causal subsampling -> N pre-norm Transformer blocks -> CTC output.
 
 Two entry points share every weight and every line of arithmetic:
   forward(feats, lengths)        whole utterances (training, tests), (B, T, F) -> (B, T/S, V)
@@ -21,8 +21,9 @@ from asr.model.attention import SelfAttention, Span, carried_rows, take_rows
 from asr.model.config import EncoderConfig, frames_out, ready_frames
 
 
-class GlobalCMVN(nn.Module):
-    """Normalise features with dataset-wide mean and std (never per utterance)."""
+class FrameNorm(nn.Module):
+    """Normalise log-mel frames with the stored training mean and std (`asr.model.normalise`: `global`), or
+    subtract a causal running mean of the stream's own frames that starts from the stored one (`running`)."""
 
     def __init__(self, n_mels: int = 80):
         super().__init__()
@@ -36,6 +37,18 @@ class GlobalCMVN(nn.Module):
     def forward(self, feats: Tensor) -> Tensor:
         return (feats - self.mean) / self.std
 
+    def running(self, feats: Tensor, mean: Tensor, count: Tensor, prior: int, horizon: int) -> tuple[Tensor, Tensor]:
+        """feats (B, T, F), each row's running mean (B, F) and frames seen (B,) -> normalised (B, T, F) and the
+        new means: frame by frame, as `asr.model.normalise.running_norm` (padding at a row's end never
+        reaches its real frames)."""
+        out = torch.empty_like(feats)
+        seen = count[:, None].to(torch.float32) + 1 + prior  # (B, 1)
+        for t in range(feats.shape[1]):
+            weight = 1.0 / (seen + t).clamp(max=max(horizon, 1))
+            mean = mean + weight * (feats[:, t] - mean)
+            out[:, t] = feats[:, t] - mean
+        return out / self.std, mean
+
 
 @dataclass
 class EncoderState:
@@ -46,6 +59,8 @@ class EncoderState:
     keys: list[Tensor] = field(default_factory=list)  # per layer (B, H, W-1, D/H)
     values: list[Tensor] = field(default_factory=list)
     convs: list[Tensor] = field(default_factory=list)  # per layer (B, conv_kernel-1, D) conv inputs (if any)
+    norm_mean: Tensor | None = None  # (B, F) the running mean of each stream's frames (cfg.norm == "running")
+    norm_count: Tensor | None = None  # (B,) frames each stream has taken into it
 
     def numel(self) -> int:
         return self.frames.numel() + sum(t.numel() for t in self.keys + self.values + self.convs)
@@ -58,13 +73,21 @@ class EncoderState:
                             invalid=torch.cat([s.invalid for s in states]),
                             keys=[torch.cat(layer) for layer in zip(*(s.keys for s in states))],
                             values=[torch.cat(layer) for layer in zip(*(s.values for s in states))],
-                            convs=[torch.cat(layer) for layer in zip(*(s.convs for s in states))])
+                            convs=[torch.cat(layer) for layer in zip(*(s.convs for s in states))],
+                            norm_mean=_cat_or_none([s.norm_mean for s in states]),
+                            norm_count=_cat_or_none([s.norm_count for s in states]))
 
     def row(self, i: int, frames: Tensor | None = None) -> "EncoderState":
         """Row `i` as a batch-1 state; `frames` (1, P, F), if given, are its leftover frames."""
         return EncoderState(frames=self.frames[i:i + 1] if frames is None else frames, invalid=self.invalid[i:i + 1],
                             keys=[k[i:i + 1] for k in self.keys], values=[v[i:i + 1] for v in self.values],
-                            convs=[c[i:i + 1] for c in self.convs])
+                            convs=[c[i:i + 1] for c in self.convs],
+                            norm_mean=None if self.norm_mean is None else self.norm_mean[i:i + 1],
+                            norm_count=None if self.norm_count is None else self.norm_count[i:i + 1])
+
+
+def _cat_or_none(tensors: list[Tensor | None]) -> Tensor | None:
+    return None if tensors[0] is None else torch.cat(tensors)
 
 
 class CausalSubsampling(nn.Module):
@@ -196,7 +219,7 @@ class Encoder(nn.Module):
     def __init__(self, cfg: EncoderConfig):
         super().__init__()
         self.cfg = cfg.validate()
-        self.cmvn = GlobalCMVN(cfg.n_mels)
+        self.cmvn = FrameNorm(cfg.n_mels)
         self.subsampling = CausalSubsampling(cfg)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.LayerNorm(cfg.d_model)
@@ -236,14 +259,26 @@ class Encoder(nn.Module):
         slots = slots if cache_slots is None else cache_slots
         empty = torch.zeros(batch, heads, slots, head_dim, device=device)
         convs = [torch.zeros(batch, cfg.conv_kernel - 1, cfg.d_model, device=device)] * cfg.n_layers if cfg.conv_kernel else []
+        running = cfg.norm == "running"
         return EncoderState(frames=torch.zeros(batch, pad, cfg.n_mels, device=device),
                             invalid=torch.full((batch,), slots, dtype=torch.long, device=device),
-                            keys=[empty] * cfg.n_layers, values=[empty] * cfg.n_layers, convs=convs)
+                            keys=[empty] * cfg.n_layers, values=[empty] * cfg.n_layers, convs=convs,
+                            norm_mean=self.cmvn.mean.expand(batch, -1).clone() if running else None,
+                            norm_count=torch.zeros(batch, dtype=torch.long, device=device) if running else None)
+
+    def normalise(self, feats: Tensor, state: EncoderState) -> tuple[Tensor, EncoderState]:
+        """Raw log-mel (B, T, F) -> normalised frames and the state with the running mean moved on (cfg.norm)."""
+        if self.cfg.norm != "running":
+            return self.cmvn(feats), state
+        normed, mean = self.cmvn.running(feats, state.norm_mean, state.norm_count, self.cfg.norm_prior,
+                                         self.cfg.norm_horizon)
+        return normed, replace(state, norm_mean=mean, norm_count=state.norm_count + feats.shape[1])
 
     def step(self, feats: Tensor, state: EncoderState, final: bool = False) -> tuple[Tensor, EncoderState]:
         """One chunk of any length: log-mel (B, C, F) -> new CTC log-probs (B, C', V) and the next state;
         `final`: the stream ends here (a lookahead model computes its last, partial chunk)."""
-        frames = torch.cat([state.frames, self.cmvn(feats)], dim=1)
+        normed, state = self.normalise(feats, state)
+        frames = torch.cat([state.frames, normed], dim=1)
         x = self.subsampling(frames)  # (B, C', D)
         x = x[:, :ready_frames(x.shape[1], self.cfg.chunk, final)]
         logprobs, state = self._blocks(x, state)
@@ -254,7 +289,9 @@ class Encoder(nn.Module):
         """Independent streams in one pass, each with a chunk of its own length: log-mel (1, T_i, F) and
         a batch-1 state per stream -> (log-probs (1, T_i', V), next state) per stream, equal to `step`
         on each alone (to float rounding), through one `step_padded`. Streaming states only."""
-        frames = [torch.cat([s.frames[0], self.cmvn(f[0])]) for f, s in zip(feats, states)]  # (P_i + T_i, F)
+        normed = [self.normalise(f, s) for f, s in zip(feats, states)]
+        states = [s for _, s in normed]
+        frames = [torch.cat([s.frames[0], n[0]]) for (n, _), s in zip(normed, states)]  # (P_i + T_i, F)
         ends = torch.tensor([ready_frames(self.subsampling.frames_out(f.shape[0]), self.cfg.chunk, final) for f in frames],
                             device=frames[0].device)
         joined = EncoderState.cat(states, frames=states[0].frames)  # the leftovers travel in `frames`

@@ -3,7 +3,8 @@ interface of `asr.model.backend.AcousticModel`. Needs onnxruntime and numpy only
 
 The state is a dict of numpy arrays (see the folder's README.md): frames (B, P, F), the normalised
 frames not yet consumed by the subsampling (kept here), and, named as the graph's inputs, invalid (B,)
-int64, key_i / value_i (B, H, W-1, D/H), conv_i (B, D, K-1).
+int64, key_i / value_i (B, H, W-1, D/H), conv_i (B, D, K-1); for a model that normalises with a running
+mean (`asr.model.normalise`) also norm_mean (B, F) and norm_count (B,), kept here too.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import numpy as np
 
 from asr.model.config import EncoderConfig, frames_out, ready_frames
 from asr.model.errors import ModelError
+from asr.model.normalise import running_norm
 from asr.pretrained import bundled, cache_dir, path_key
 from asr.text.tokenizer import Tokenizer
 
@@ -44,6 +46,7 @@ class OnnxModel:
         self.shapes = meta["state"]["shapes"]
         self.stride = int(meta["subsampling"]["stride"])
         self.outputs = ["logprobs"] + [f"new_{name}" for name in self.names[1:]]  # every state tensor but frames
+        self.host = ["norm_mean", "norm_count"] if self.cfg.norm == "running" else []  # state the graph never sees
         self._new_stream: OnnxState | None = None
 
     def initial_state(self, batch: int = 1) -> OnnxState:
@@ -58,7 +61,7 @@ class OnnxModel:
         return self._zeros(batch)
 
     def _zeros(self, batch: int) -> OnnxState:
-        state = {}
+        state = {"norm_mean": np.tile(self.mean, (batch, 1)), "norm_count": np.zeros(batch, np.int64)} if self.host else {}
         for name in self.names:
             if name == "invalid":
                 state[name] = np.full((batch,), self.slots, dtype=np.int64)
@@ -80,31 +83,42 @@ class OnnxModel:
         """Independent streams (log-mel (T_i, F) and a batch-1 state each) in one graph run: each row's
         leftover and new frames, normalised here and padded at the end to the longest; `final`: the
         streams end here (a lookahead model computes its last, partial chunk)."""
-        frames = [np.concatenate([s["frames"][0], (np.asarray(f, np.float32) - self.mean) / self.std])
-                  for f, s in zip(feats, states)]
+        states = [self._normalise(np.asarray(f, np.float32), s) for f, s in zip(feats, states)]
+        frames = [np.concatenate([s["frames"][0], s.pop("normed")]) for s in states]
         ends = np.array([ready_frames(frames_out(len(f), self.kernel, self.stride), self.cfg.chunk, final)
                          for f in frames], dtype=np.int64)
         if not ends.any():  # no row completes an encoder frame: nothing for the graph to do
             return [(np.zeros((0, self.cfg.vocab_size), np.float32), {**s, "frames": f[None]})
                     for f, s in zip(frames, states)]
+        host = [{name: s[name] for name in self.host} for s in states]
         padded = np.zeros((len(frames), max(len(f) for f in frames), self.cfg.n_mels), np.float32)
         for row, f in zip(padded, frames):
             row[:len(f)] = f
         inputs = {"frames": padded, "ends": ends,
                   **{name: np.concatenate([s[name] for s in states]) for name in self.names[1:]}}
         logprobs, *new = self.session.run(self.outputs, inputs)
-        return [(logprobs[i, :ends[i]], {"frames": frames[i][None, ends[i] * self.stride:],
+        return [(logprobs[i, :ends[i]], {"frames": frames[i][None, ends[i] * self.stride:], **host[i],
                                          **{name: out[i:i + 1] for name, out in zip(self.names[1:], new)}})
                 for i in range(len(frames))]
 
+    def _normalise(self, feats: np.ndarray, state: OnnxState) -> OnnxState:
+        """One stream's raw log-mel (T, F) normalised (cfg.norm), as the state's "normed" entry, and the state
+        with its running mean moved on."""
+        if not self.host:
+            return {**state, "normed": (feats - self.mean) / self.std}
+        count = int(state["norm_count"][0])
+        centred, mean = running_norm(feats, state["norm_mean"][0], count, self.cfg.norm_prior, self.cfg.norm_horizon)
+        return {**state, "normed": centred / self.std, "norm_mean": mean[None],
+                "norm_count": np.array([count + len(feats)], np.int64)}
+
     def stack_states(self, states: list[OnnxState]) -> OnnxState:
         """Batch-1 states with equal shapes (as many leftover frames) -> one state with a row per stream."""
-        return {name: np.concatenate([s[name] for s in states], axis=0) for name in self.names}
+        return {name: np.concatenate([s[name] for s in states], axis=0) for name in self.names + self.host}
 
     def split_states(self, state: OnnxState) -> list[OnnxState]:
         """A batched state -> one batch-1 state per row."""
         rows = state["invalid"].shape[0]
-        return [{name: state[name][i:i + 1].copy() for name in self.names} for i in range(rows)]
+        return [{name: state[name][i:i + 1].copy() for name in self.names + self.host} for i in range(rows)]
 
 
 def default_onnx_dir() -> Path | None:

@@ -73,6 +73,8 @@ class TrainConfig:
     # of this exported model with the same name and shape (its blocks and CMVN under a new front end or vocabulary)
     init_chunk: int | None = None  # with init_from: train that model with lookahead inside chunks of this many
     # encoder frames (model.chunk for a model read from a file; its lookahead biases start at zero)
+    init_norm: str | None = None  # with init_from: normalise that model's frames this way from now on (global |
+    # running, asr.model.normalise; model.norm_prior and model.norm_horizon go with running); None: as its file does
     chunks: list[int] = field(default_factory=list)  # dynamic chunk training: each training batch looks ahead
     # inside chunks of one of these sizes, drawn at random; the model holds biases for the largest and validates,
     # exports and serves at its own chunk (model.chunk, or init_chunk), which may be shorter: a shorter wait

@@ -215,7 +215,7 @@ def log_partition(logprobs: Tensor, lengths: Tensor, graph: DenominatorGraph) ->
 
 def feasible(out_lens: Tensor, targets: Tensor, target_lens: Tensor) -> Tensor:
     """(B,) bool: the target fits its frames under CTC (one frame a unit, and one more between repeats)."""
-    positions = torch.arange(targets.shape[1] - 1)
+    positions = torch.arange(max(targets.shape[1] - 1, 0))  # (none in a batch whose targets are all empty)
     repeats = ((targets[:, 1:] == targets[:, :-1]) & (positions < target_lens.unsqueeze(1) - 1)).sum(1)
     return out_lens >= target_lens + repeats
 
@@ -223,7 +223,8 @@ def feasible(out_lens: Tensor, targets: Tensor, target_lens: Tensor) -> Tensor:
 def crf_loss(logprobs: Tensor, out_lens: Tensor, targets: Tensor, target_lens: Tensor, graph: DenominatorGraph,
              ctc_weight: float) -> Tensor:
     """The CTC-CRF loss summed over the batch: log Z + (1 + ctc_weight) * CTC loss, for logprobs (B, T, V);
-    an utterance whose target cannot fit its frames adds nothing (as CTC's zero_infinity)."""
+    an utterance whose target cannot fit its frames adds nothing (as CTC's zero_infinity), and one with an empty
+    target (noise alone) its CTC loss only: all blank."""
     ok = feasible(out_lens, targets, target_lens) & (target_lens > 0)
     ctc = F.ctc_loss((logprobs if logprobs.dtype == torch.float64 else logprobs.float()).transpose(0, 1), targets, out_lens, target_lens, blank=0, reduction="none",
                      zero_infinity=True)

@@ -5,7 +5,9 @@ a random warp of the mel axis (vocal-tract-length perturbation, VTLP-like: a che
 vocal tracts), digital silence after the speech (what `Recognizer.finish` appends at the end of every
 input), and SpecAugment time/frequency masks on the log-mel frames. Off by default (each with its own
 probability in AugmentConfig): pitch shift with the duration kept, simulated rooms (a seeded bank of
-pyroomacoustics impulse responses made when the dataset starts) and phone/laptop band-limiting.
+pyroomacoustics impulse responses made when the dataset starts), phone/laptop band-limiting, and the
+channels of `asr.training.channel_augment` (level, codecs, real rooms, microphones and noise, other talkers,
+noise-only examples with empty transcripts).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from asr.corpus.manifest import Utterance, read_manifest, skipped_note
 from asr.features import Fbank, FbankConfig
 from asr.text.normalize import normalize
 from asr.text.tokenizer import Tokenizer
+from asr.training.channel_augment import ChannelAugment, ChannelConfig, enabled as channel_enabled
 from asr.training.pronunciations import Alternatives, targets_and_alternatives
 
 if TYPE_CHECKING:
@@ -66,6 +69,8 @@ class AugmentConfig:
     bandlimit_prob: float = 0.0  # share of utterances band-limited like a phone or laptop microphone: ...
     bandlimit_low_pass_hz: list[float] = field(default_factory=lambda: [3400.0, 7000.0])  # ... cut above this ...
     bandlimit_high_pass_hz: list[float] = field(default_factory=lambda: [50.0, 300.0])  # ... and below this
+    channel: ChannelConfig = field(default_factory=ChannelConfig)  # level, codecs, real rooms and noise, other
+    # talkers and noise-only examples, drawn on the fly (asr.training.channel_augment; off by default)
 
 
 @dataclass
@@ -248,8 +253,21 @@ class SpeechDataset(Dataset):
         self.fbank = Fbank(FbankConfig.of(features))
         self.silent_frame = torch.from_numpy(self.fbank(np.zeros(self.fbank.cfg.win_length, np.float32)))  # (1, F)
         self.cache: dict[tuple[Path, float], Tensor] | None = {} if cache else None
-        rooms = augment is not None and augment.room_prob > 0 and variants is None
+        channel = augment is not None and channel_enabled(augment.channel)
+        rooms = augment is not None and augment.room_prob > 0 and (variants is None or channel)
         self.rooms = room_bank(augment.room_bank, augment.room_rt60, augment.room_seed) if rooms else []
+        self.channel = ChannelAugment(augment.channel, self.fbank, [u.audio for u in utterances], self.rooms
+                                      ) if channel else None
+
+    def wave(self, audio: Path, speed: float) -> Tensor:
+        """The waveform of `audio` played at `speed`."""
+        wave = load_audio(audio)
+        if speed != 1.0:  # play faster/slower: resample as if recorded at rate * speed
+            wave = resample(wave, int(SAMPLE_RATE * speed), SAMPLE_RATE)
+        return torch.from_numpy(wave)
+
+    def frames(self, wave: np.ndarray) -> Tensor:
+        return torch.from_numpy(self.fbank(wave.astype(np.float32, copy=False)))
 
     def features(self, audio: Path, speed: float, snr_db: float | None, wave_aug: WaveAugment | None = None) -> Tensor:
         """Log-mel (T, F) of `audio` played at `speed`, with noise at `snr_db` (None: clean).
@@ -261,10 +279,7 @@ class SpeechDataset(Dataset):
         key, cacheable = (audio, speed), snr_db is None and not wave_aug and self.cache is not None
         if cacheable and key in self.cache:
             return self.cache[key].float()
-        wave = load_audio(audio)
-        if speed != 1.0:  # play faster/slower: resample as if recorded at rate * speed
-            wave = resample(wave, int(SAMPLE_RATE * speed), SAMPLE_RATE)
-        wave = torch.from_numpy(wave)
+        wave = self.wave(audio, speed)
         if wave_aug and wave_aug.semitones is not None:
             wave = pitch_shift(wave, wave_aug.semitones)
         if wave_aug and wave_aug.room is not None:
@@ -273,7 +288,7 @@ class SpeechDataset(Dataset):
             wave = add_noise(wave, snr_db)
         if wave_aug and wave_aug.band is not None:
             wave = band_limit(wave, *wave_aug.band)
-        feats = torch.from_numpy(self.fbank(wave.numpy().astype(np.float32, copy=False)))
+        feats = self.frames(wave.numpy())
         if cacheable:
             self.cache[key] = feats.half()
         return feats
@@ -282,15 +297,23 @@ class SpeechDataset(Dataset):
         return len(self.utterances)
 
     def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
-        utt, aug = self.utterances[index], self.augment
+        utt, aug, channel = self.utterances[index], self.augment, self.channel
+        text = normalize(utt.text)
         if aug is None:
             feats = self.features(utt.audio, 1.0, None)
-        elif self.variants is not None:  # speed, noise, pitch, room and band already rendered in
-            feats = self.variants.load(utt.audio, random.randrange(self.variants.count))
+        elif channel is not None and channel.draw_noise_only():  # noise alone: nothing to say
+            feats, text = self.frames(channel.noise_only()), ""
+        elif channel is not None and channel.draw_wave():  # through a channel drawn afresh
+            feats = self.frames(channel.render(self.wave(utt.audio, random.choice(aug.speeds)).numpy()))
         else:
-            snr_db = random.uniform(*aug.snr_db) if random.random() < aug.noise_prob else None
-            speed = random.choice(aug.speeds)
-            feats = self.features(utt.audio, speed, snr_db, draw_wave_augment(aug, len(self.rooms)))
+            if self.variants is not None:  # speed, noise, pitch, room and band already rendered in
+                feats = self.variants.load(utt.audio, random.randrange(self.variants.count))
+            else:
+                snr_db = random.uniform(*aug.snr_db) if random.random() < aug.noise_prob else None
+                speed = random.choice(aug.speeds)
+                feats = self.features(utt.audio, speed, snr_db, draw_wave_augment(aug, len(self.rooms)))
+            if channel is not None:
+                feats = channel.level_features(feats)
         speech_frames = feats.shape[0]  # before any silence is appended
         if aug is not None:
             if aug.mel_warp > 0:
@@ -300,9 +323,9 @@ class SpeechDataset(Dataset):
                 feats = torch.cat([feats, self.silent_frame.expand(frames, -1)])
             feats = spec_augment(feats, aug)
         if self.alternatives:
-            ids, alternatives = targets_and_alternatives(self.tokenizer, normalize(utt.text))
+            ids, alternatives = targets_and_alternatives(self.tokenizer, text)
         else:
-            ids, alternatives = self.tokenizer.encode(normalize(utt.text)), None
+            ids, alternatives = self.tokenizer.encode(text), None
         item = (feats, torch.tensor(ids, dtype=torch.long))
         if self.teacher is not None:
             item += (torch.from_numpy(self.teacher.load(utt.audio)), speech_frames)

@@ -49,13 +49,16 @@ def estimate_cmvn(dataset: SpeechDataset, count: int, seed: int) -> tuple[torch.
 
 
 def module_from_model(path: str | Path, optim: OptimConfig, dropout: float, chunk: int | None = None,
-                      max_chunk: int = 0) -> CTCModule:
+                      max_chunk: int = 0, norm: EncoderConfig | None = None) -> CTCModule:
     """A module holding an exported model's weights, tokenizer and CMVN (fine-tuning or a resumed run).
     The architecture comes from the file; dropout, a training choice, from the run's config, and so do
     `chunk` when given (lookahead inside chunks of that many frames) and `max_chunk` (biases for chunks up to
-    that long); lookahead biases the file lacks start at zero."""
+    that long); lookahead biases the file lacks start at zero. `norm`, when given, is a config whose frame
+    normalisation (norm, norm_prior, norm_horizon) replaces the file's."""
     encoder, tokenizer, _ = load_model(path)
     cfg = replace(encoder.cfg.with_chunk(encoder.cfg.chunk if chunk is None else chunk, max_chunk), dropout=dropout)
+    if norm is not None:
+        cfg = replace(cfg, norm=norm.norm, norm_prior=norm.norm_prior, norm_horizon=norm.norm_horizon)
     module = CTCModule(cfg.validate(), optim, tokenizer)
     missing, _ = module.encoder.load_state_dict(extend_ahead_biases(encoder.state_dict(), module.encoder), strict=False)
     unexpected_missing = [name for name in missing if not name.endswith("attn.ahead_bias")]
@@ -138,7 +141,10 @@ def initial_module(cfg: TrainConfig, initial: Path, is_global_zero: bool, timeou
         raise ValueError("give one of init_from (the whole model), init_body_from (its matching tensors) and "
                          "init_from_whisper (Whisper's encoder)")
     if cfg.init_from:
-        module = module_from_model(cfg.init_from, cfg.optim, cfg.model.dropout, cfg.init_chunk, max(cfg.chunks, default=0))
+        norm = None if cfg.init_norm is None else replace(EncoderConfig(), norm=cfg.init_norm, norm_prior=cfg.model.norm_prior,
+                                                         norm_horizon=cfg.model.norm_horizon)
+        module = module_from_model(cfg.init_from, cfg.optim, cfg.model.dropout, cfg.init_chunk, max(cfg.chunks, default=0),
+                                   norm)
     else:
         utterances = load_sources(cfg.data.train, cfg.data.max_duration, cfg.data.skip_bad)
         module = new_module(cfg, utterances, body=cfg.init_body_from)
