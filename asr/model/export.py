@@ -135,6 +135,14 @@ def export_onnx(encoder: Encoder, tokenizer: Tokenizer, info: dict, out_dir: str
     return written + [out / "model.json", out / "tokenizer.bin", out / "README.md"]
 
 
+NORM_TEXT = {
+    "global": "`global`: `(feats - mean) / std`",
+    "running": "`running`: `(feats - m_t) / std`, where m_t is the stream's running mean after frame t: it starts at "
+               "`mean`, and m_t = m_(t-1) + (x_t - m_(t-1)) / min(t + 1 + {norm_prior}, {norm_horizon}) for the "
+               "stream's t-th frame x_t (t from 0; `asr.model.normalise`)",
+}
+
+
 def contract_readme(meta: dict) -> str:
     """The tensor contract of an exported folder, as markdown."""
     cfg, sub, state = meta["config"], meta["subsampling"], meta["state"]
@@ -158,8 +166,8 @@ exactly this with onnxruntime and numpy only.
 {rows}
 
 - `frames`: per row, the stream's leftover frames (below), then its chunk's log-mel frames (25 ms
-  window, 10 ms hop, {cfg['n_mels']} bins) normalised with the global CMVN of `model.json`
-  (`(feats - mean) / std`); rows padded with zeros at the end to the longest.
+  window, 10 ms hop, {cfg['n_mels']} bins) normalised with `model.json`'s `cmvn` as `config.norm` says
+  ({NORM_TEXT[cfg.get('norm', 'global')].format(**cfg)}); rows padded with zeros at the end to the longest.
 - `ends`: per row, the encoder frames its real frames complete: (n - {sub['kernel']}) // {sub['stride']} + 1
   for n real frames (0 when n < {sub['kernel']}).
 - `logprobs`: CTC log-probabilities (blank = 0); row b's first `ends[b]` frames are real, the rest

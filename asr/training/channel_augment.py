@@ -32,8 +32,8 @@ FBANK_FLOOR = 1e-6  # asr.features.Fbank: log(power @ mel + this)
 class ChannelConfig:
     noise_root: str = ""  # the data's noise/ folder (conf/experiment sets ${data.root}/noise); its training side
     level_prob: float = 0.0  # share of utterances played quieter or louder: ...
-    level_db: list[float] = field(default_factory=lambda: [-40.0, 6.0])  # ... by a gain from this range (dB) ...
-    floor_dbfs: list[float] = field(default_factory=lambda: [-85.0, -55.0])  # ... over a noise floor of this RMS
+    level_db: list[float] = field(default_factory=lambda: [-40.0, 10.0])  # ... by a gain from this range (dB) ...
+    floor_dbfs: list[float] = field(default_factory=lambda: [-90.0, -65.0])  # ... over a noise floor of this RMS
     wave_prob: float = 0.0  # share of utterances rendered afresh through a channel, each part with its probability:
     room_prob: float = 0.4  # a room: a real one, or one of the simulated bank (augment.room_*) when there is one
     microphone_prob: float = 0.3  # a real microphone's or phone's response
