@@ -1,17 +1,21 @@
-"""Benchmark the recognizer: accuracy, streaming latency, speed, memory, scaling, and peers.
+"""Benchmark the recognizer as the tools run it: accuracy, streaming latency, speed, memory, scaling, and peers.
 
-    python scripts/benchmark.py [--model PATH] [--limit N] [--peers pocketsphinx,whisper-tiny,...]
-                                [--out benchmarks/] [--smoke]
+    python scripts/benchmark.py [--model PATH] [--limit N] [--peers whisper-tiny,whisper-base] [--out benchmarks/]
+                                [--accuracy-only] [--smoke]
 
-Writes OUT/RESULTS.md (tables), OUT/results.json (every number) and OUT/*.png (plots, with
-matplotlib), and prints the targets and accuracy tables. Peers need `bash scripts/install_peers.sh`;
-a peer that is not installed is skipped and RESULTS.md says why. --smoke is the seconds-long
-version the test suite runs (3 utterances per set, tiny durations, no peers).
+Writes OUT/RESULTS.md (tables), OUT/results.json (every number) and OUT/*.png (plots, with matplotlib), and prints
+the targets and accuracy tables. Accuracy is `asr.evaluate`'s, through its own code (`bench/accuracy.py`): the
+tools' default decoding (the text `asr.transcribe` prints), the first pass alone, no word LM, and the default
+streamed as `asr.stream` streams it. RESULTS.md names the model by its file and sha256. Peers (Whisper tiny.en and
+base by default) need `bash scripts/install_peers.sh`; a peer that is not installed is skipped and RESULTS.md says
+why. --accuracy-only writes the accuracy and peer tables alone; --smoke is the seconds-long version the test suite
+runs (3 utterances per set, tiny durations, no peers).
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import shlex
@@ -25,20 +29,19 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the `bench` helper package beside this file
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
+from asr.api import Transcriber  # noqa: E402
 from asr.audio import SAMPLE_RATE  # noqa: E402
-from asr.decoding.decoder import Decoder  # noqa: E402
+from asr.corpus.evaluation import summarize  # noqa: E402
+from asr.model.folder import WEIGHTS  # noqa: E402
 from asr.model.recognizer import Recognizer  # noqa: E402
-from asr.pretrained import default_lm_path  # noqa: E402
-from bench import ours, peers, quiet  # noqa: E402
+from asr.pretrained import default_model_path  # noqa: E402
+from bench import accuracy, ours, peers, quiet, sections  # noqa: E402
 from bench.attention import chunk_speed, describe, scaling  # noqa: E402
-from bench.data import ROOT, SETS, Clip, EvalSet, load_set, write_wavs  # noqa: E402
+from bench.data import ROOT, SETS, EvalSet, load_set, write_wavs  # noqa: E402
 from bench.plots import make_plots  # noqa: E402
-from bench.report import accuracy_table, render, targets_table  # noqa: E402
-
+from bench.report import accuracy_table, render, targets, targets_table  # noqa: E402
 
 STARTED = time.perf_counter()
 
@@ -50,23 +53,32 @@ def log(message: str) -> None:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python scripts/benchmark.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", help="model file (.safetensors); default: the bundled model")
+    p.add_argument("--model", help="model file (.safetensors) or folder; default: the bundled model")
     p.add_argument("--manifest", type=Path, action="append",
                    help="evaluate this manifest instead of the default sets (repeatable)")
-    p.add_argument("--lm", help="word LM for the beam-search rows (default: the bundled one, with the bundled model)")
+    p.add_argument("--lm", help="word LM for our rows (asr.evaluate --lm; default: the tools' choice)")
     p.add_argument("--limit", type=int, help="utterances per set for our model (default: all)")
-    p.add_argument("--peers", default=",".join(peers.PEERS), help="comma-separated peers, or 'none'")
+    p.add_argument("--streaming-limit", type=int, default=100,
+                   help="utterances per set for the streaming row, whose chunks give the chunk compute (default 100)")
+    p.add_argument("--accuracy-only", action="store_true", help="only the accuracy and peer tables")
+    p.add_argument("--peers", default=",".join(peers.DEFAULT),
+                   help=f"comma-separated peers of {', '.join(peers.PEERS)}, or 'none' (default: %(default)s)")
     p.add_argument("--peer-limit", type=int, default=5, help="utterances per set each peer decodes in this run")
     p.add_argument("--rerun-limit", type=int, default=1, help="utterances per set for the re-run-every-chunk cost")
     p.add_argument("--peer-cache", type=Path, default=ROOT / "benchmarks" / "peers",
-                   help="saved peer hypotheses, merged and reused for accuracy ('none' to disable)")
-    p.add_argument("--endpoint-limit", type=int, default=30, help="utterances per set for end-of-speech delay")
+                   help="saved peer hypotheses, reused for accuracy; a run whose --out is in benchmarks/ adds its own "
+                        "('none' to disable)")
+    p.add_argument("--endpoint-limit", type=int, default=30,
+                   help="utterances per set for the end-of-speech and word delays")
     p.add_argument("--speed-seconds", type=float, default=60.0, help="audio for the thread-count RTF")
     p.add_argument("--memory-minutes", type=float, nargs="+", default=[1.0, 10.0, 60.0])
     p.add_argument("--scaling-minutes", type=float, nargs="+", default=[1.0, 2.0, 5.0, 10.0, 60.0])
     p.add_argument("--preset-seconds", type=float, default=30.0, help="audio per attention preset")
     p.add_argument("--chunk-ms", type=float, default=500.0)
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--robustness", default=str(ROOT / "benchmarks" / "robustness"), metavar="DIR",
+                   help="include the tables of DIR/robustness.json (scripts/bench/robustness.py) where it is there; "
+                        "'none' to leave them out (default: %(default)s)")
     p.add_argument("--smoke", action="store_true", help="tiny, fast version (the test suite's)")
     quiet.add_allow_load(p)
     p.add_argument("--score-peers", action="store_true",
@@ -79,80 +91,53 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = set(args.peers) - set(peers.PEERS)
     if unknown:
         p.error(f"unknown peers {sorted(unknown)} (known: {', '.join(peers.PEERS)})")
+    args.peer_cache = None if str(args.peer_cache) == "none" else args.peer_cache
     return args
 
 
-def measure_set(recognizer: Recognizer, clips: list[Clip], chunk: int, endpoint_limit: int,
-                beam: Decoder | None) -> tuple[dict, ours.StreamResult, ours.StreamResult, list[float], int]:
-    """Our model on one set: offline (greedy, and beam with the word LM) and streaming accuracy,
-    chunk compute, word and endpoint delays, the streaming ones with the default decoder (`beam`
-    where there is a word LM, as asr.stream runs)."""
-    greedy = Decoder(recognizer.tokenizer)
-    offline = ours.run_offline(recognizer, greedy, clips)
-    stream = ours.run_streaming(recognizer, greedy, clips, chunk)
-    delays, not_fired = ours.endpoint_delays(recognizer, beam or greedy, clips[:endpoint_limit], chunk)
-    row = {"utts": len(clips), "offline": ours.summary(offline), "streaming": ours.summary(stream.results, stream.chunk_ms),
-           "chunk_ms": ours.percentiles(stream.chunk_ms), "word_delay_s": ours.percentiles(stream.word_delay_s),
-           "endpoint_s": ours.endpoint_stats(delays, not_fired)}
-    default = stream  # what asr.stream runs: the latency figures
-    if beam:
-        row["beam"] = ours.summary(ours.run_offline(recognizer, beam, clips))
-        default = ours.run_streaming(recognizer, beam, clips, chunk)
-        row["beam_streaming"] = ours.summary(default.results, default.chunk_ms)
-        row["chunk_ms"], row["word_delay_s"] = ours.percentiles(default.chunk_ms), ours.percentiles(default.word_delay_s)
-    return row, stream, default, delays, not_fired
+def model_identity(model: str | None) -> dict:
+    """The benchmarked model's weights file and its sha256: what RESULTS.md names it by. `shipped`: it is the bundled
+    default (asr/pretrained/default.safetensors, as docs/figures.json knows it)."""
+    path, bundled = Path(model) if model else default_model_path(), default_model_path()
+    if path is not None and path.is_dir():
+        path = path / WEIGHTS if (path / WEIGHTS).is_file() else None  # an ONNX export folder has no weights file
+    if path is None or not path.is_file():
+        return {"file": str(model), "sha256": None, "shipped": False}
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    shipped = bundled is not None and hashlib.sha256(bundled.read_bytes()).hexdigest() == digest
+    shown = path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
+    return {"file": str(shown), "sha256": digest, "shipped": shipped}
 
 
-def compare_peer(args: argparse.Namespace, run: peers.PeerRun, set_name: str, clips: list[Clip],
-                 stream: ours.StreamResult) -> dict:
-    """Score one peer on one set (this run's hypotheses plus saved ones) against ours on the same utterances."""
-    live_rows = run.rows.get(set_name, {})
-    cached = {}
-    if args.peer_cache:
-        path = peers.cache_path(args.peer_cache, run.peer, set_name)
-        peers.save_cache(path, live_rows)
-        cached = peers.load_cache(path)
-    hyps = {**cached, **live_rows}
-    by_name = {c.name: c for c in clips}
-    ours_by_name = {r.audio: r for r in stream.results}
-    names = [n for n in by_name if n in hyps]
-    p = ours.summary([ours.scored(by_name[n], hyps[n]["hyp"], 0.0) for n in names])
-    o = ours.summary([ours_by_name[n] for n in names])
-    live = list(live_rows.values())
-    chunk_ms = [t for r in live for t in r.get("chunk_ms", [])]
-    rerun = [r for r in live if "rerun_ms" in r]
-    live_audio = sum(r["duration"] for r in live)
-    row = {"set": set_name, "peer": run.peer, "utts": len(names), "audio_s": p["audio_seconds"], "live_utts": len(live),
-           "mode": "streaming, 500 ms chunks" if chunk_ms else "whole utterance",
-           "peer_wer": p["wer"], "peer_cer": p["cer"], "ours_wer": o["wer"], "ours_cer": o["cer"],
-           "rtf": sum(r["compute_s"] for r in live) / live_audio if live_audio else None,
-           "chunk_ms": ours.percentiles(chunk_ms), "rerun_ms": ours.percentiles([t for r in rerun for t in r["rerun_ms"]]),
-           "rerun_utts": len(rerun), "error": run.error}
-    if rerun:
-        row["rerun_rtf"] = sum(sum(r["rerun_ms"]) for r in rerun) / 1000 / sum(r["duration"] for r in rerun)
+def measure_set(rows: accuracy.Rows, eval_set: EvalSet, args: argparse.Namespace, chunk: int) -> dict | None:
+    """Our model on one set: every accuracy row, then (unless --accuracy-only) the word and end-of-speech delays on
+    its first --endpoint-limit utterances. None when the set is not here."""
+    if not eval_set.manifest.is_file():
+        return None
+    row: dict = {"name": eval_set.name, "note": eval_set.note, "set": eval_set, "rows": {}, "errors": []}
+    for decoding in rows.wanted():
+        log(f"{eval_set.name}: {decoding.key}")
+        limit = args.limit if decoding.key != "streaming" else min(args.limit or 10 ** 9, args.streaming_limit)
+        scored = rows.score(decoding, eval_set, limit)
+        row["rows"][decoding.key] = {**scored.summary, "what": decoding.what}
+        row["errors"] += scored.errors
+        if decoding.key == "default":
+            row["by_name"] = accuracy.by_name(scored.results, eval_set.manifest)
+        if decoding.key == "streaming":
+            row["chunk_ms_all"] = scored.chunk_ms
+    row["utts"] = row["rows"]["default"]["utts"]
+    if args.accuracy_only:
+        return row
+    clips, _ = load_set(eval_set, min(args.limit or 10 ** 9, max(args.endpoint_limit, args.peer_limit, 1)))
+    model = rows.default
+    delays, not_fired = ours.endpoint_delays(rows.recognizer, model.decoder, clips[:args.endpoint_limit], chunk,
+                                             cfg=model.endpoint)
+    words = [d for clip in clips[:args.endpoint_limit]
+             for d in ours.stream_clip(rows.recognizer, model.decoder, clip.wave, chunk)[2]]
+    row.update(clips=clips, delays=delays, not_fired=not_fired, word_delay_all=words,
+               chunk_ms=ours.percentiles(row.get("chunk_ms_all", [])), word_delay_s=ours.percentiles(words),
+               endpoint_s=ours.endpoint_stats(delays, not_fired))
     return row
-
-
-def run_peers(args: argparse.Namespace, prepared: list[tuple[str, list[Clip], Path, ours.StreamResult]],
-              work: Path, status: dict[str, str]) -> list[dict]:
-    """Each requested peer decodes the first --peer-limit utterances of every set in one worker process."""
-    manifest = work / "peers.jsonl"
-    with manifest.open("w") as f:
-        for set_name, _, wavs, _ in prepared:
-            for line in wavs.read_text().splitlines()[: args.peer_limit]:
-                f.write(json.dumps({**json.loads(line), "set": set_name}) + "\n")
-    comparisons = []
-    for peer in args.peers:
-        if status[peer] != "requested":
-            continue
-        log(f"peer {peer}")
-        run = peers.run_peer(peer, manifest, work / f"{peer}.out.jsonl", args.rerun_limit)
-        if run.error and not run.rows:
-            status[peer] = f"skipped: {run.error}"
-            continue
-        status[peer] = "ran" + (f" (stopped early: {run.error})" if run.error else "")
-        comparisons += [compare_peer(args, run, name, clips, stream) for name, clips, _, stream in prepared]
-    return comparisons
 
 
 def presets(recognizer: Recognizer, seconds: float) -> list[dict]:
@@ -164,13 +149,9 @@ def presets(recognizer: Recognizer, seconds: float) -> list[dict]:
         speed = chunk_speed(preset.get("window"), preset.get("n_heads", 4), seconds, base=cfg)
         rows.append({"preset": path.stem, "window": preset.get("window"), "heads": preset.get("n_heads", 4),
                      "n": 1, "median": speed["median_ms"], "p95": speed["p95_ms"], "max": speed["max_ms"],
-                     "rtf": speed["rtf"], "is_default": (preset.get("window"), preset.get("n_heads")) == (cfg.window, cfg.n_heads)})
+                     "rtf": speed["rtf"],
+                     "is_default": (preset.get("window"), preset.get("n_heads")) == (cfg.window, cfg.n_heads)})
     return rows
-
-
-def _body(markdown: str) -> str:
-    """A report's text without its own top-level title (RESULTS.md gives it a numbered one)."""
-    return markdown.split("\n", 1)[1].lstrip() if markdown.startswith("# ") else markdown
 
 
 def memory_runs(args: argparse.Namespace) -> list[dict]:
@@ -188,41 +169,37 @@ def memory_runs(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
-def targets(results: dict) -> list[dict]:
-    lat, speed = results["latency"]["chunk_ms"], results["speed"]["threads"]
-    rows = [{"metric": "streaming compute p95 per 500 ms chunk (model + decoder), 1 thread", "value": f"{lat['p95']:.1f} ms",
-             "goal": "< 25 ms", "ok": lat["p95"] < 25 if lat["n"] else None}]
-    final = results["latency"]["endpoint_s"]
-    rows.append({"metric": "end of speech -> final, median", "value": f"{final['median']:.2f} s", "goal": "< 0.5 s",
-                 "ok": final["median"] < 0.5 if final["n"] else None})
-    rows.append({"metric": "end of speech -> final, p95", "value": f"{final['p95']:.2f} s", "goal": "< 0.8 s",
-                 "ok": final["p95"] < 0.8 if final["n"] else None})
-    for key, backend in (("serve", "torch"), ("serve_onnx", "onnx")):
-        if key in results:
-            n = results[key]["largest_n_p95_under_250ms"]
-            rows.append({"metric": f"asr.serve real-time streams with p95 < 250 ms ({backend}, "
-                                   f"{results[key]['workers']} workers)", "value": str(n), "goal": ">= 120",
-                         "ok": n is not None and n >= 120})
-    if "serve_ceiling" in results:  # the bound on the row above: perfect passes, nothing but recognition and sockets
-        best = max(r["bound_streams_with_clients"] for r in results["serve_ceiling"]["recognition"])
-        rows.append({"metric": "at most, if every pass were full and serving cost nothing more (8c, the clients on the "
-                               "same cores)", "value": str(best), "goal": ">= 120", "ok": best >= 120})
-    one = [r for r in speed if r["threads"] == 1]
-    rows.append({"metric": "streaming RTF, 1 thread", "value": f"{one[0]['streaming_rtf']:.4f}" if one else "-",
-                 "goal": "< 0.1", "ok": one[0]["streaming_rtf"] < 0.1 if one else None})
-    mem = [r for r in results["memory"] if "vmhwm_mb" in r]
-    if len(mem) >= 2:
-        growth = mem[-1]["vmhwm_mb"] - mem[0]["vmhwm_mb"]
-        rows.append({"metric": f"peak RSS growth {mem[0]['minutes']:g} -> {mem[-1]['minutes']:g} min of audio",
-                     "value": f"{growth:+.1f} MB ({mem[0]['vmhwm_mb']:.0f} -> {mem[-1]['vmhwm_mb']:.0f} MB)",
-                     "goal": "flat (< 5% and < 25 MB)", "ok": growth < min(25.0, 0.05 * mem[0]["vmhwm_mb"])})
-    for s in results["sets"]:
-        ps = [c for c in results["comparisons"] if c["set"] == s["name"] and c["peer"] == "pocketsphinx"]
-        value = (f"{ps[0]['ours_wer'] * 100:.2f}% vs {ps[0]['peer_wer'] * 100:.2f}% ({ps[0]['utts']} utts)"
-                 if ps and ps[0]["utts"] else "pocketsphinx not run")
-        rows.append({"metric": f"streaming WER below pocketsphinx, {s['name']}", "value": value, "goal": "ours < pocketsphinx",
-                     "ok": ps[0]["ours_wer"] < ps[0]["peer_wer"] if ps and ps[0]["utts"] else None})
-    return rows
+def costs(args: argparse.Namespace, rows: accuracy.Rows, sets: list[dict], work: Path) -> dict:
+    """Everything after accuracy on our model: speed by thread count, memory, scaling, presets and (not --smoke)
+    the deployment, serving and load benchmarks (`bench.sections`)."""
+    results: dict = {}
+    chunk = round(args.chunk_ms * SAMPLE_RATE / 1000)
+    selected, total = [], 0.0
+    for clip in sets[0]["clips"]:
+        if total >= args.speed_seconds:
+            break
+        selected.append(clip)
+        total += clip.seconds
+    log("speed")
+    threads = sorted({1, os.cpu_count() or 1, 2} & set(range(1, (os.cpu_count() or 1) + 1)))
+    batch_manifest = write_wavs(selected, work / "batch")
+    recognizer = rows.recognizer
+    on_torch = recognizer if "onnx" not in recognizer.info else Recognizer.load(args.model, "torch")  # torch threads
+    results["speed"] = {"clips": len(selected),
+                        "threads": ours.thread_rtf(on_torch, rows.default.decoder, selected, chunk, threads),
+                        "batch": ours.batch_throughput(args.model, batch_manifest, total, len(selected), max(threads))}
+    log("memory")
+    results["memory"] = memory_runs(args)
+    log("scaling")
+    results["scaling"] = [{**asdict(m), "rtf": m.rtf} for m in scaling(args.scaling_minutes, cfg=recognizer.model.cfg)]
+    log("attention presets")
+    results["presets"] = presets(recognizer, args.preset_seconds)
+    first = sets[0]
+    results["default_preset_wer"] = {"set": first["name"], "wer": first["rows"]["default"]["wer"]}
+    if args.smoke:
+        return results
+    results |= sections.run(args.out, args.limit, log)
+    return results
 
 
 def score_saved_peers(folder: Path) -> int:
@@ -230,8 +207,7 @@ def score_saved_peers(folder: Path) -> int:
     print("| peer | set | utts | audio (min) | WER % | CER % |\n|---|---|---:|---:|---:|---:|")
     for path in sorted(folder.glob("*/*.jsonl")):
         rows = peers.load_cache(path).values()
-        clips = [Clip(r["name"], r["ref"], np.zeros(round(r["duration"] * SAMPLE_RATE), np.float32)) for r in rows]
-        s = ours.summary([ours.scored(c, r["hyp"], 0.0) for c, r in zip(clips, rows)])
+        s = summarize([peers.scored(r["name"], r["ref"], r["duration"], r["hyp"]) for r in rows], [])
         print(f"| {path.parent.name} | {path.stem} | {s['utts']} | {s['audio_seconds'] / 60:.1f} | "
               f"{s['wer'] * 100:.2f} | {s['cer'] * 100:.2f} |")
     return 0
@@ -242,121 +218,82 @@ def main(argv: list[str] | None = None) -> int:
     if args.score_peers:
         return score_saved_peers(args.peer_cache)
     load = quiet.guard(args.allow_load, args.out)  # the committed figures: only on a quiet machine
-    machine = quiet.machine()
-    began = time.perf_counter()
-    recognizer = Recognizer.load(args.model, threads=1)
-    lm = args.lm or (default_lm_path() if not args.model else None)
-    beam = Decoder.load(recognizer.tokenizer, lm) if lm and (args.lm or not args.smoke) else None
+    machine, began = quiet.machine(), time.perf_counter()
+    rows = accuracy.Rows(["--model", args.model] if args.model else [], ["--lm", args.lm] if args.lm else [])
     chunk = round(args.chunk_ms * SAMPLE_RATE / 1000)
     args.out.mkdir(parents=True, exist_ok=True)
-    if str(args.peer_cache) == "none":
-        args.peer_cache = None
     status = {p: "not requested (--peers)" for p in peers.PEERS}
     status.update({p: f"skipped: {peers.installed()}" if peers.installed() else "requested" for p in args.peers})
     results: dict = {"sets": [], "skipped_sets": [], "comparisons": [], "peers": {"status": status}}
-    chunk_all, words_all, endpoint_all, not_fired_all, speed_clips, prepared = [], [], [], 0, [], []
+    sets = [EvalSet(m.stem, m) for m in args.manifest] if args.manifest else SETS
+    measured = []
+    for eval_set in sets:
+        row = measure_set(rows, eval_set, args, chunk)
+        if row is None:
+            results["skipped_sets"].append({"name": eval_set.name, "reason": f"{eval_set.manifest} not found"})
+            continue
+        for error in row.pop("errors"):
+            log(f"{eval_set.name}: {error}")
+        measured.append(row)
+    if not measured:
+        print("benchmark: error: no evaluation set found", file=sys.stderr)
+        return 1
     with tempfile.TemporaryDirectory(prefix="asr-bench-") as tmp:
         work = Path(tmp)
-        sets = [EvalSet(m.stem, m) for m in args.manifest] if args.manifest else SETS
-        for eval_set in sets:
-            clips, reason = load_set(eval_set, args.limit)
-            if not clips:
-                results["skipped_sets"].append({"name": eval_set.name, "reason": reason or "no utterances"})
-                continue
-            log(f"{eval_set.name}: {len(clips)} utterances")
-            row, stream, default, delays, not_fired = measure_set(recognizer, clips, chunk, args.endpoint_limit, beam)
-            results["sets"].append({"name": eval_set.name, "note": eval_set.note, **row})
-            chunk_all += default.chunk_ms
-            words_all += default.word_delay_s
-            speed_clips = speed_clips or clips
-            prepared.append((eval_set.name, clips, write_wavs(clips, work / eval_set.name), stream))
-            endpoint_all += delays
-            not_fired_all += not_fired
-        if not results["sets"]:
-            print("benchmark: error: no evaluation set found", file=sys.stderr)
-            return 1
-        results["comparisons"] = run_peers(args, prepared, work, status)
-        selected, total = [], 0.0
-        for clip in speed_clips:
-            if total >= args.speed_seconds:
-                break
-            selected.append(clip)
-            total += clip.seconds
-        log("speed")
-        threads = sorted({1, os.cpu_count() or 1, 2} & set(range(1, (os.cpu_count() or 1) + 1)))
-        batch_manifest = write_wavs(selected, work / "batch")
-        on_torch = recognizer if "onnx" not in recognizer.info else Recognizer.load(args.model, "torch")  # sets torch threads
-        results["speed"] = {"clips": len(selected), "threads": ours.thread_rtf(on_torch, beam or Decoder(recognizer.tokenizer), selected, chunk, threads),
-                            "batch": ours.batch_throughput(args.model, batch_manifest, total, len(selected), max(threads))}
-    results["latency"] = {"chunk_ms": ours.percentiles(chunk_all), "word_delay_s": ours.percentiles(words_all),
-                          "endpoint_s": ours.endpoint_stats(endpoint_all, not_fired_all), "chunk_ms_all": chunk_all, "word_delay_s_all": words_all}
-    log("memory")
-    results["memory"] = memory_runs(args)
-    log("scaling")
-    results["scaling"] = [{**asdict(m), "rtf": m.rtf} for m in scaling(args.scaling_minutes, cfg=recognizer.model.cfg)]
-    log("attention presets")
-    results["presets"] = presets(recognizer, args.preset_seconds)
-    first = results["sets"][0]
-    results["default_preset_wer"] = {"set": first["name"], "wer": first["streaming"]["wer"]}
-    if not args.smoke:  # deployment, serving and load: each measured by its own script, OUT/<name>.md + .json
-        from bench import (batched as batched_bench, ceiling as ceiling_bench, hotwords as hotwords_bench,
-                           load as load_bench, onnx as onnx_bench, restorer as restorer_bench, serve as serve_bench)
-        log("onnx: torch vs ONNX fp32 vs ONNX int8")
-        results["onnx"] = onnx_bench.run(limit=args.limit, out=args.out)
-        log("serve: concurrent real-time streams")
-        serve_bench.main(["--out", str(args.out), "--server-args=--backend torch", "--allow-load"])
-        results["serve"] = json.loads((args.out / "serve.json").read_text())
-        log("serve: the same with --backend onnx")
-        serve_bench.main(["--out", str(args.out), "--server-args=--backend onnx", "--name", "serve_onnx", "--allow-load"])
-        results["serve_onnx"] = json.loads((args.out / "serve_onnx.json").read_text())
-        log("serve: the onnx server's streams with two uploads running beside them")
-        serve_bench.main(["--out", str(args.out), "--server-args=--backend onnx", "--uploads", "2", "--name",
-                          "serve_uploads", "--allow-load"])
-        log("serve: the most streams the cores could carry")
-        ceiling_bench.main(["--out", str(args.out), "--allow-load"])
-        results["serve_ceiling"] = json.loads((args.out / "serve_ceiling.json").read_text())
-        log("transcription under CPU load")
-        load_bench.main(["--out", str(args.out), "--allow-load"])
-        results["load"] = json.loads((args.out / "load.json").read_text())
-        log("restorer: casing and punctuation of held-out sentences")
-        held = ROOT / "data" / "restorer" / "held.txt"
-        if not held.exists():
-            subprocess.run([sys.executable, str(ROOT / "recipes" / "restorer" / "prepare.py")], check=True)
-        restorer_bench.main(["--text", str(held), "--out", str(args.out), "--allow-load"])
-        log("hotwords: recall of listed names, and what a list costs on dev")
-        hotwords_bench.main(["--out", str(args.out), "--allow-load"])
-        log("batched transcription against the per-file path")
-        batched_bench.main(["--out", str(args.out), "--allow-load"])  # the load was checked above
-        results["batched"] = json.loads((args.out / "batched.json").read_text())
-        results["sections"] = [(title, _body((args.out / f"{name}.md").read_text())) for title, name in
-                               (("7. Torch, ONNX fp32 and ONNX int8", "onnx"), ("8. The streaming server", "serve"),
-                                ("8b. The streaming server on the onnx backend", "serve_onnx"),
-                                ("8c. The most streams the cores could carry", "serve_ceiling"),
-                                ("8d. The streaming server with two uploads running beside it", "serve_uploads"),
-                                ("9. Transcription under CPU load", "load"), ("10. Casing and punctuation", "restorer"),
-                                ("11. Hotwords", "hotwords"), ("12. Batched transcription", "batched"))]
-        if (args.out / "lm.md").is_file():  # scripts/bench/lm.py's, run on its own (it compares two LMs)
-            results["sections"].append(("13. What the word LM costs", _body((args.out / "lm.md").read_text())))
+        if "requested" in status.values():  # the same samples as ours, as wav files, for the peers' workers
+            peer_limit = min(args.limit or args.peer_limit, args.peer_limit)
+            wavs = [(s["name"], write_wavs(load_set(s["set"], peer_limit)[0], work / s["name"]), s["by_name"])
+                    for s in measured]
+            save = quiet.COMMITTED in (args.out.resolve(), *args.out.resolve().parents)  # the committed run's only
+            results["comparisons"] = peers.run_all(args.peers, status, wavs, work, args.rerun_limit, args.peer_cache,
+                                                   save, log)
+        if not args.accuracy_only:
+            results |= costs(args, rows, measured, work)
+    if args.robustness != "none" and (section := sections.robustness(Path(args.robustness), args.out)):
+        results.setdefault("sections", []).append(section)
+    results["sets"] = [{k: v for k, v in s.items() if k not in ("set", "by_name", "clips", "delays", "not_fired")}
+                       for s in measured]
+    if not args.accuracy_only:
+        results["latency"] = latency(measured)
     results["targets"] = targets(results)
-    results["meta"] = {"command": "python scripts/benchmark.py " + shlex.join(argv if argv is not None else sys.argv[1:]),
-                       "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
-                       "machine": machine, "load_at_start": load,
-                       "torch": torch.__version__, "model": args.model or "bundled default",
-                       "backend": "onnx" if "onnx" in recognizer.info else "torch", "lm": (args.lm or "bundled default") if beam else None,
-                       "untrained": bool(recognizer.info.get("untrained")), "limit": args.limit, "smoke": args.smoke,
-                       "chunk_ms": args.chunk_ms, "peer_limit": args.peer_limit, "rerun_limit": args.rerun_limit,
-                       "endpoint_limit": args.endpoint_limit, "preset_seconds": args.preset_seconds,
-                       "d_model": recognizer.model.cfg.d_model, "n_layers": recognizer.model.cfg.n_layers,
-                       "architecture": describe(recognizer.model.cfg),
-                       "set_notes": [f"{s.name} ({s.note or s.manifest})" for s in sets], "elapsed_min": (time.perf_counter() - began) / 60}
+    results["meta"] = meta(args, argv, rows.default, sets) | {"machine": machine, "load_at_start": load,
+                                                              "elapsed_min": (time.perf_counter() - began) / 60}
     plots, note = make_plots(results, args.out)
     (args.out / "RESULTS.md").write_text(render(results, plots, note))
-    slim = {k: v for k, v in results.items() if k != "latency"} | {"latency": {k: v for k, v in results["latency"].items()
-                                                                                if not k.endswith("_all")}}
+    slim = {k: v for k, v in results.items() if k != "latency"}
+    slim["sets"] = [{k: v for k, v in s.items() if not k.endswith("_all")} for s in results["sets"]]
+    if "latency" in results:
+        slim["latency"] = {k: v for k, v in results["latency"].items() if not k.endswith("_all")}
     (args.out / "results.json").write_text(json.dumps(slim, indent=1) + "\n")
     print(targets_table(results) + "\n\n" + accuracy_table(results))
     log(f"wrote {args.out / 'RESULTS.md'} ({len(plots)} plots) in {results['meta']['elapsed_min']:.1f} min")
     return 0
+
+
+def meta(args: argparse.Namespace, argv: list[str] | None, default: Transcriber, sets: list[EvalSet]) -> dict:
+    """How the run was made and on what: the command, the model (file and sha256), its backend and decoding."""
+    cfg, lm = default.recognizer.model.cfg, default.decoder.lm
+    return {"command": "python scripts/benchmark.py " + shlex.join(sys.argv[1:] if argv is None else argv),
+            "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count(),
+            "model": model_identity(args.model), "backend": "onnx" if "onnx" in default.recognizer.info else "torch",
+            "decoding": accuracy.decoding(default.decoder), "lm": lm.path.name if lm and lm.path else None,
+            "untrained": bool(default.recognizer.info.get("untrained")), "limit": args.limit, "smoke": args.smoke,
+            "accuracy_only": args.accuracy_only, "chunk_ms": args.chunk_ms, "peer_limit": args.peer_limit,
+            "rerun_limit": args.rerun_limit, "endpoint_limit": args.endpoint_limit,
+            "streaming_limit": args.streaming_limit, "preset_seconds": args.preset_seconds,
+            "d_model": cfg.d_model, "n_layers": cfg.n_layers, "architecture": describe(cfg),
+            "set_notes": [f"{s.name} ({s.note or s.manifest})" for s in sets]}
+
+
+def latency(sets: list[dict]) -> dict:
+    """The delays of every set together: chunk compute (the streaming row's chunks), word end -> shown, end of
+    speech -> final."""
+    chunk_all = [t for s in sets for t in s.get("chunk_ms_all", [])]
+    words_all = [d for s in sets for d in s["word_delay_all"]]
+    delays = [d for s in sets for d in s["delays"]]
+    return {"chunk_ms": ours.percentiles(chunk_all), "word_delay_s": ours.percentiles(words_all),
+            "endpoint_s": ours.endpoint_stats(delays, sum(s["not_fired"] for s in sets)),
+            "chunk_ms_all": chunk_all, "word_delay_s_all": words_all}
 
 
 if __name__ == "__main__":

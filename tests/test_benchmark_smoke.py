@@ -1,6 +1,7 @@
-"""The benchmark's smoke version end to end, and the attention scaling bench on small sizes."""
+"""The benchmark's smoke version end to end, its peer and robustness parts, and the smaller benches on small sizes."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -46,7 +47,7 @@ def _rows(markdown: str, heading: str) -> list[list[str]]:
 def test_benchmark_smoke_writes_results(model_path: Path, tone_manifest: Path, tmp_path: Path) -> None:
     out = tmp_path / "bench"
     args = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--smoke", "--model", str(model_path),
-            "--out", str(out), "--peer-cache", "none"]
+            "--out", str(out), "--peer-cache", "none", "--robustness", "none"]
     if not SHARED_DEV.is_file():
         args += ["--manifest", str(tone_manifest)]
     done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, env=_env(), timeout=300)
@@ -54,29 +55,34 @@ def test_benchmark_smoke_writes_results(model_path: Path, tone_manifest: Path, t
     assert "| target | measured | goal | met |" in done.stdout
     results = (out / "RESULTS.md").read_text()
     assert "Smoke run" in results and "untrained" in results
+    digest = hashlib.sha256(model_path.read_bytes()).hexdigest()
+    assert f"sha256 `{digest}`" in results and "(the shipped default)" not in results  # the model, by its hash
     targets = {row[0]: row for row in _rows(results, "## Targets")}
-    p95 = targets["streaming compute p95 per 500 ms chunk (model + decoder), 1 thread"]
+    p95 = targets["streaming compute p95 per 500 ms chunk (the default decoding, as asr.stream runs it), 1 thread"]
     assert _number(p95[1]) > 0
     assert _number(targets["end of speech -> final, median"][1]) > 0
     assert 0 < _number(targets["streaming RTF, 1 thread"][1]) < 10
     memory = [row for name, row in targets.items() if name.startswith("peak RSS growth")]
     assert memory and memory[0][3] in ("yes", "NO")
     accuracy = _rows(results, "## 1. Accuracy")
-    assert accuracy and {row[4].split(",")[1].strip() for row in accuracy} >= {"whole utterance", "500 ms chunks"}
     for row in accuracy:
         assert int(row[1]) >= 1 and 0 <= _number(row[5]) and 0 <= _number(row[6])
-    greedy = {(row[0], row[4].split(",")[1].strip()): row[5:7] for row in accuracy if row[4].startswith("greedy")}
-    for name in {name for name, _ in greedy}:  # streamed == whole utterance, in the benchmark's own loop too
-        assert greedy[name, "500 ms chunks"] == greedy[name, "whole utterance"]
-    latency = _rows(results, "## 2. Streaming latency")
+    by_set: dict[str, dict[str, list[str]]] = {}
+    for row in accuracy:
+        by_set.setdefault(row[0], {})["streamed" if "(`--streaming`)" in row[4] else row[4]] = row[5:7]
+    for name, rows in by_set.items():  # a model of one's own decodes greedily: the default and its stream alone
+        default = next(key for key in rows if key.startswith("greedy CTC: the tools' default"))
+        assert set(rows) == {default, "streamed"}, rows
+        assert rows["streamed"] == rows[default], name  # asr.stream's text is asr.transcribe's
+    latency = _rows(results, "## 3. Streaming latency")
     assert latency[-1][0] == "all" and all(_number(x) >= 0 for x in latency[-1][1].split("/"))
-    memory_rows = _rows(results, "## 4. Memory")
+    memory_rows = _rows(results, "## 5. Memory")
     assert [_number(r[0]) for r in memory_rows] == [0.05, 0.1] and all(_number(r[2]) > 0 for r in memory_rows)
     presets = _rows(results, "(`conf/attention/*.yaml`)")
     assert {r[0] for r in presets} >= {"w50_h4", "full"}
-    assert "not requested" in results  # no peers in the smoke run
+    assert "No peer ran in this run" in results and "not requested" in results  # no peers in the smoke run
     data = json.loads((out / "results.json").read_text())
-    assert data["sets"] and data["scaling"][0]["seconds"] > 0
+    assert data["sets"] and data["scaling"][0]["seconds"] > 0 and data["meta"]["model"]["sha256"] == digest
 
 
 def test_bench_attention_small_sizes() -> None:
@@ -142,6 +148,49 @@ def test_a_peer_is_run_in_workers_of_bounded_size(tmp_path: Path, monkeypatch) -
         by_worker.setdefault(row["pid"], []).append(row)
     assert sorted(len(r) for r in by_worker.values()) == [50, peers.ROWS_PER_WORKER, peers.ROWS_PER_WORKER]
     assert sorted({r["rerun"] for r in w} == {3} for w in by_worker.values()) == [False, False, True]
+
+
+def test_a_peer_is_scored_against_our_default_on_the_utterances_both_decoded(tmp_path: Path) -> None:
+    """bench.peers.compare: a peer's live and saved hypotheses against our default row's results, both normalised;
+    only a run that writes the committed figures (`save`) adds its hypotheses to the saved ones."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench import peers
+
+    from asr.corpus.scoring import UttResult, score
+    ours = {}
+    for name, ref, hyp in (("a.wav", "THE CAT SAT", "THE CAT SAT"), ("b.wav", "A DOG RAN", "A DOG"),
+                           ("c.wav", "NOBODY ELSE", "NOBODY ELSE")):
+        words, chars, _ = score(ref, hyp)
+        ours[name] = UttResult(name, ref, hyp, 1.0, 0.1, words, chars)
+    cache = tmp_path / "peers"
+    peers.save_cache(peers.cache_path(cache, "whisper-tiny", "dev"),
+                     {"b.wav": {"name": "b.wav", "ref": "x", "hyp": "A dog ran.", "duration": 1.0}})
+    run = peers.PeerRun("whisper-tiny", {"dev": {"a.wav": {"name": "a.wav", "hyp": "The bat sat.", "duration": 1.0,
+                                                           "compute_s": 0.5}}})
+    row = peers.compare(run, "dev", ours, cache, save=False)
+    assert (row["utts"], row["live_utts"], row["mode"]) == (2, 1, "whole utterance")  # c.wav: the peer never heard it
+    assert row["peer_wer"] == 1 / 6 and row["ours_wer"] == 1 / 6 and row["rtf"] == 0.5
+    assert set(peers.load_cache(peers.cache_path(cache, "whisper-tiny", "dev"))) == {"b.wav"}  # not saved
+    peers.compare(run, "dev", ours, cache, save=True)
+    assert set(peers.load_cache(peers.cache_path(cache, "whisper-tiny", "dev"))) == {"a.wav", "b.wav"}
+
+
+def test_results_take_the_robustness_tables_where_their_json_is(tmp_path: Path, monkeypatch) -> None:
+    """bench.sections.robustness: the robustness benchmark's page, rendered from its JSON by its own renderer, as a
+    section of RESULTS.md (its headings one level down, its plot linked from the page's folder); none without it."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench import robustness_report, sections
+    folder, out = tmp_path / "benchmarks" / "robustness", tmp_path / "benchmarks"
+    folder.mkdir(parents=True)
+    assert sections.robustness(folder, out) is None
+    (folder / "robustness.json").write_text(json.dumps({"figures": {}}))
+    (folder / "robustness.png").write_bytes(b"png")
+    monkeypatch.setattr(robustness_report, "markdown", lambda record: ["# Robustness", "", "Measured.", "",
+                                                                         "## dev (2 utterances)", "", "| a |", ""])
+    title, text = sections.robustness(folder, out)
+    assert title.startswith("14. Robustness") and "robustness.json" in title
+    assert text.splitlines() == ["Measured.", "", "### dev (2 utterances)", "", "| a |", "",
+                                 "![ratio to clean per condition](robustness/robustness.png)"]
 
 
 def test_ceiling_bench_on_a_few_rows(tmp_path: Path) -> None:

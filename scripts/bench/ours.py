@@ -1,4 +1,5 @@
-"""Measurements of our recognizer: accuracy, streaming latency, endpointing delay and speed."""
+"""Measurements of our recognizer beside its accuracy (which `bench.accuracy` scores as asr.evaluate does): word and
+endpointing delays, the compute of a stream's chunks, and speed."""
 from __future__ import annotations
 
 import os
@@ -6,7 +7,6 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -14,12 +14,9 @@ import numpy as np
 
 from asr.audio import SAMPLE_RATE
 from asr.audio.chunks import rechunk
-from asr.corpus.evaluation import summarize
-from asr.corpus.scoring import UttResult, score
 from asr.decoding.decoder import Decoder
 from asr.decoding.endpoint import EndpointConfig, emissions
 from asr.model.recognizer import Recognizer
-from asr.text.normalize import normalize
 
 from bench.data import Clip
 
@@ -57,23 +54,9 @@ def percentiles(values: list[float]) -> dict:
 
 def recognize(recognizer: Recognizer, wave: np.ndarray, decoder: Decoder) -> str:
     """The plain text of one waveform decoded whole: the whole-utterance forward, then one search over all of it
-    (no endpoint cuts, no restoration: the benchmark's offline figure, not what asr.transcribe prints for a long
-    utterance; asr.evaluate scores that)."""
+    (no endpoint cuts, no restoration: the speed section's whole-utterance decode, not what asr.transcribe prints
+    for a long utterance; asr.evaluate scores that, and `bench.accuracy` with it)."""
     return decoder.text(decoder.decode(recognizer.offline_logprobs(wave)))
-
-
-def scored(clip: Clip, hyp: str, compute_s: float) -> UttResult:
-    """One hypothesis scored with asr.evaluate's scorer, after asr.text.normalize."""
-    ref, hyp = normalize(clip.text), normalize(hyp)
-    words, chars, _ = score(ref, hyp)
-    return UttResult(clip.name, ref, hyp, clip.seconds, compute_s, words, chars)
-
-
-@dataclass
-class StreamResult:
-    results: list[UttResult] = field(default_factory=list)
-    chunk_ms: list[float] = field(default_factory=list)  # compute of every chunk
-    word_delay_s: list[float] = field(default_factory=list)  # word end in the audio -> word shown
 
 
 def stream_clip(recognizer: Recognizer, decoder: Decoder, wave: np.ndarray,
@@ -103,26 +86,6 @@ def stream_clip(recognizer: Recognizer, decoder: Decoder, wave: np.ndarray,
         k = next(i for i, frames in enumerate(frames_after) if frames > last_frame)
         delays.append(ready_s[k] - min(word.end, duration))  # a word the tail flushed ended with the audio
     return decoder.text(tokens), times, delays
-
-
-def run_streaming(recognizer: Recognizer, decoder: Decoder, clips: list[Clip], chunk: int) -> StreamResult:
-    out = StreamResult()
-    for clip in clips:
-        began = time.perf_counter()
-        text, times, delays = stream_clip(recognizer, decoder, clip.wave, chunk)
-        out.results.append(scored(clip, text, time.perf_counter() - began))
-        out.chunk_ms.extend(times)
-        out.word_delay_s.extend(delays)
-    return out
-
-
-def run_offline(recognizer: Recognizer, decoder: Decoder, clips: list[Clip]) -> list[UttResult]:
-    results = []
-    for clip in clips:
-        began = time.perf_counter()
-        text = recognize(recognizer, clip.wave, decoder)
-        results.append(scored(clip, text, time.perf_counter() - began))
-    return results
 
 
 PAD_S = 3.0  # faint noise after each utterance for the endpointer to fire in
@@ -192,8 +155,3 @@ def batch_throughput(model: Path | None, manifest: Path, audio_s: float, files: 
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
     return {"files": files, "audio_s": audio_s, "wall_s": wall, "threads": threads,
             "files_per_s": files / wall, "audio_s_per_s": audio_s / wall}
-
-
-def summary(results: list[UttResult], chunk_ms: list[float] | None = None) -> dict:
-    """asr.evaluate's summary (WER, CER, RTF, counts)."""
-    return summarize(results, chunk_ms or [])

@@ -1,10 +1,12 @@
-"""Peer recognizers, run as subprocess workers (scripts/bench/peer_worker.py) inside .venv-peers.
+"""Peer recognizers, run as subprocess workers (scripts/bench/peer_worker.py) inside .venv-peers, and scored against
+ours on the same utterances.
 
 Each peer's hypotheses are kept per set in benchmarks/peers/<peer>/<set>.jsonl (one line per
-utterance, keyed by the utterance's name), merged with earlier runs: a peer's output on fixed
+utterance, keyed by the utterance's name), merged with earlier runs (a run writing the committed figures adds its
+own; any run reads them): a peer's output on fixed
 audio does not change, so the full-set accuracy of a slow peer can come from an earlier (long)
 run while each benchmark run re-measures its speed on a subset. Scoring always happens here,
-with asr.text.normalize and asr.evaluate's scorer, for peers and ours alike.
+with asr.text.normalize and asr.evaluate's scorer, against the references of our own rows.
 """
 from __future__ import annotations
 
@@ -14,9 +16,15 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from asr.corpus.evaluation import summarize
+from asr.corpus.scoring import UttResult, score
+from asr.text.normalize import normalize
+
 from bench.data import ROOT
+from bench.ours import percentiles
 
 PEERS = ("pocketsphinx", "whisper-tiny", "whisper-base", "moonshine")
+DEFAULT = ("whisper-tiny", "whisper-base")  # the peers the benchmark runs unless --peers says otherwise
 PEER_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 WORKER = Path(__file__).resolve().parent / "peer_worker.py"
 LABELS = {"pocketsphinx": "PocketSphinx 5.1.1 (en-us, streaming)",
@@ -86,3 +94,63 @@ def save_cache(path: Path, rows: dict[str, dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     keep = ("name", "ref", "hyp", "duration")  # timings are measured afresh in every run
     path.write_text("".join(json.dumps({k: r[k] for k in keep if k in r}) + "\n" for r in merged.values()))
+
+
+def scored(audio: str, ref: str, duration: float, hyp: str) -> UttResult:
+    """A peer's hypothesis for an utterance scored as asr.evaluate scores ours: both sides normalised."""
+    ref, hyp = normalize(ref), normalize(hyp)
+    words, chars, _ = score(ref, hyp)
+    return UttResult(audio, ref, hyp, duration, 0.0, words, chars)
+
+
+def compare(run: PeerRun, set_name: str, ours: dict[str, UttResult], cache: Path | None, save: bool) -> dict:
+    """One peer on one set (this run's hypotheses plus the saved ones in `cache`, which this run's join where `save`)
+    against `ours` (our default row's results, by utterance name) on the utterances both decoded."""
+    live_rows = run.rows.get(set_name, {})
+    saved = {}
+    if cache:
+        path = cache_path(cache, run.peer, set_name)
+        if save:
+            save_cache(path, live_rows)
+        saved = load_cache(path)
+    hyps = {**saved, **live_rows}
+    names = [name for name in ours if name in hyps]
+    peer = summarize([scored(name, ours[name].ref, ours[name].duration, hyps[name]["hyp"]) for name in names], [])
+    mine = summarize([ours[name] for name in names], [])
+    live = list(live_rows.values())
+    chunk_ms = [t for r in live for t in r.get("chunk_ms", [])]
+    rerun = [r for r in live if "rerun_ms" in r]
+    live_audio = sum(r["duration"] for r in live)
+    row = {"set": set_name, "peer": run.peer, "utts": len(names), "audio_s": peer["audio_seconds"],
+           "live_utts": len(live), "mode": "streaming, 500 ms chunks" if chunk_ms else "whole utterance",
+           "peer_wer": peer["wer"], "peer_cer": peer["cer"], "ours_wer": mine["wer"], "ours_cer": mine["cer"],
+           "rtf": sum(r["compute_s"] for r in live) / live_audio if live_audio else None,
+           "chunk_ms": percentiles(chunk_ms), "rerun_ms": percentiles([t for r in rerun for t in r["rerun_ms"]]),
+           "rerun_utts": len(rerun), "error": run.error}
+    if rerun:
+        row["rerun_rtf"] = sum(sum(r["rerun_ms"]) for r in rerun) / 1000 / sum(r["duration"] for r in rerun)
+    return row
+
+
+def run_all(peers: list[str], status: dict[str, str], sets: list[tuple[str, Path, dict[str, UttResult]]],
+            work: Path, rerun_limit: int, cache: Path | None, save: bool, log=print) -> list[dict]:
+    """Each requested peer (`status` "requested"; set to what happened) decodes the sets' wav manifests
+    (`bench.data.write_wavs`'s, each with our default row's results by name) in worker processes; one comparison
+    per peer and set. `save`: this run's hypotheses join the saved ones in `cache` (read either way)."""
+    manifest = work / "peers.jsonl"
+    with manifest.open("w") as f:
+        for set_name, wavs, _ in sets:
+            for line in wavs.read_text().splitlines():
+                f.write(json.dumps({**json.loads(line), "set": set_name}) + "\n")
+    comparisons = []
+    for peer in peers:
+        if status[peer] != "requested":
+            continue
+        log(f"peer {peer}")
+        run = run_peer(peer, manifest, work / f"{peer}.out.jsonl", rerun_limit)
+        if run.error and not run.rows:
+            status[peer] = f"skipped: {run.error}"
+            continue
+        status[peer] = "ran" + (f" (stopped early: {run.error})" if run.error else "")
+        comparisons += [compare(run, set_name, ours, cache, save) for set_name, _, ours in sets]
+    return comparisons

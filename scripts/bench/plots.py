@@ -32,11 +32,11 @@ def make_plots(results: dict, out: Path) -> tuple[list[str], str]:
 
 
 def _accuracy(plt, results: dict):
-    """Streaming WER per set: ours (whole set) and each peer (on the utterances it decoded)."""
+    """WER per set: ours (the default decoding, whole set) and each peer (on the utterances it decoded)."""
     sets = [s["name"] for s in results.get("sets", [])]
     if not sets:
         return None
-    systems = {"ours (streaming 500 ms)": {s["name"]: s["streaming"]["wer"] * 100 for s in results["sets"]}}
+    systems = {"ours (the default decoding)": {s["name"]: s["rows"]["default"]["wer"] * 100 for s in results["sets"]}}
     for r in results.get("comparisons", []):
         systems.setdefault(r["peer"], {})[r["set"]] = r["peer_wer"] * 100
     fig, ax = plt.subplots(figsize=(8, 4))
