@@ -1,12 +1,14 @@
 """The A/Bs of carried runs: one table and one curve from the arms' progress rows.
 
-    python scripts/bench/ab.py [--ab ab|native|phones|crf] [--benchmarks benchmarks]
+    python scripts/bench/ab.py [--ab ab|native|phones|crf|robustness] [--benchmarks benchmarks]
 
 `--ab ab` is the A/B of starting points and lookahead (issue #44, 2026-11-29; recipes/voices/README.md),
 `--ab native` the one of native speech and a full-context teacher (recipes/native/README.md), `--ab phones` the
 one of phone units spelled through a lexicon (recipes/phones/README.md; a phone arm's greedy column is its search
 without an LM), `--ab crf` the one of training criteria, CTC against CTC-CRF (recipes/crf/README.md; its arms start
-from the shipped model, whose scores on the same sets are the start row). Each arm is a
+from the shipped model, whose scores on the same sets are the start row), `--ab robustness` the one of level
+invariance and channel augmentation (recipes/robustness/README.md; its rows also carry the robustness
+benchmark's figures on the period's candidate, recipes/robustness/score.py). Each arm is a
 carried run of recipes/voices/continue.py whose periods append a row to its own JSON Lines file; arms that fork
 a run start from that run's row of the forked period. Writes the table between the markers in
 benchmarks/<ab>/README.md and the curve benchmarks/<ab>/curve.png: each arm's WER against its compute since
@@ -120,8 +122,23 @@ ABS = {
          ("synthetic_check_beam", "synthetic check"), ("fsdd_beam", "FSDD test"), ("lm_weight", "LM weight"),
          ("word_score", "word score")],
         [("libri_dev_beam", "libri_dev_greedy", "LibriSpeech dev-clean-2"), SPEECHOCEAN_DEV]),
+    "robustness": AB(
+        "robustness", "Hearing the user's channel: level invariance and channel augmentation", "the shipped model", "", 0,
+        "robustness/a_reference.json", [
+            Arm("a", "today's augmentation continued (the control)", "robustness/a.jsonl", False,
+                "recipes/robustness/a/state", 1.051),
+            Arm("b", "level invariance (a running mean) and gain augmentation", "robustness/b.jsonl", False,
+                "recipes/robustness/b/state", 1.051),
+            Arm("c", "(b) and channel augmentation (codecs, real rooms, microphones, noise, talkers, noise alone)",
+                "robustness/c.jsonl", False, "recipes/robustness/c/state", 1.051)],
+        [("libri_dev_beam", "LS dev"), ("dev_beam", "so762 dev"), ("robust_ratio", "robustness mean ratio"),
+         ("robust_libri_clean", "LS subset clean"), ("robust_dev_clean", "so762 subset clean"),
+         ("noise_wpm", "noise-alone words/min"), ("fsdd_beam", "FSDD test"), ("kathleen_test_beam", "Kathleen held out"),
+         ("lm_weight", "LM weight"), ("word_score", "word score")],
+        [("libri_dev_beam", "libri_dev_greedy", "LibriSpeech dev-clean-2"), SPEECHOCEAN_DEV]),
 }
 SEARCH_COLUMNS = ("lm_weight", "word_score")  # the search's settings a row was scored with, not WER
+RATIO_COLUMNS = ("robust_ratio",)  # ratios, not WER
 COST_COLUMNS = [("chunk_p95_ms", "chunk p95 ms", 1), ("rtf", "RTF", 3), ("onnx_mb", "ONNX MB", 1),
                 ("peak_rss_mb", "RSS MB", 0)]
 BEGIN, END = "<!-- ab table: scripts/bench/ab.py -->", "<!-- end of ab table -->"
@@ -161,8 +178,10 @@ def shipped_scores(benchmarks: Path, ab: AB) -> dict | None:
 
 
 def cell(row: dict, column: str) -> str:
-    if column not in row:  # a row scored before a set joined lacks it
+    if row.get(column) is None:  # a row scored before a set joined lacks it
         return ""
+    if column in RATIO_COLUMNS:
+        return f"{row[column]:.2f}"
     return f"{row[column]:g}" if column in SEARCH_COLUMNS else f"{row[column]:.1f}"
 
 
