@@ -32,7 +32,7 @@ from asr.decoding.decoder import Decoder
 from asr.decoding.endpoint import Emission, EndpointConfig, Stream, emissions, ms
 from asr.decoding.hotwords import parse_hotwords, read_hotwords
 from asr.decoding.rescore import RescoreConfig
-from asr.model.folder import folder_lm, folder_rescore_lm
+from asr.model.folder import folder_lm
 from asr.model.recognizer import Recognizer
 from asr.text.formats import Segment, Transcript
 from asr.text.restore.restorer import load_restorer
@@ -78,14 +78,14 @@ def load_decoder(recognizer: Recognizer, bundled: bool = True, greedy: bool = Fa
                  hotwords: str | Path | Sequence[str] | None = None, restore: bool = True,
                  restorer: str | Path | None = None, hotword_min_confidence: float = 0.0,
                  written: bool = True, own_lm: Path | None = None, rescore: RescoreConfig | None = None,
-                 own_rescore: Path | None = None) -> Decoder:
+                 model: str | Path | None = None) -> Decoder:
     """The decoder: greedy CTC, or the lexicon beam search with a word LM, as `word_lm` decides. `hotwords`: a
     hotword file, or its lines, to favour (needs the search); a final in which a listed word's confidence is
     below `hotword_min_confidence` is decoded again without the list. `restore`: cased, punctuated finals
     (the bundled restorer, or `restorer`: .onnx, or .safetensors with torch); `written`: with numbers, money,
     times and dates in figures ("$25 at 3:30"); `own_lm`: the model folder's word LM (see `word_lm`); `rescore`:
-    the second pass over each final's n-best (`asr.decoding.rescore`; by default the bundled one with the bundled
-    LM, and `own_rescore`, the model folder's, with the folder's own LM). Raises
+    the second pass over each final's n-best (`asr.decoding.rescore`; by default the one that goes with the word LM
+    for `model`, the acoustic model decoded: `paired_second_pass`). Raises
     LMError, HotwordError, RestorerError or ValueError, each one line."""
     if greedy and (beam or lm):
         raise ValueError("greedy decoding cannot be combined with beam or lm")
@@ -104,8 +104,7 @@ def load_decoder(recognizer: Recognizer, bundled: bool = True, greedy: bool = Fa
     else:
         restore_with = "bundled"
     decoder = Decoder.load(recognizer.tokenizer, use_lm, beam_config or BeamConfig(), restore_with,
-                           hotword_min_confidence, written, rescore or RescoreConfig(),
-                           paired_rescore=own_rescore if own_lm is not None and use_lm == own_lm else None)
+                           hotword_min_confidence, written, rescore or RescoreConfig(), model=model)
     return decoder.with_hotwords(words) if words else decoder
 
 
@@ -120,8 +119,7 @@ def load(model: str | Path | None = None, *, backend: str | None = None, int8: b
     `asr.decoding.endpoint.EndpointConfig`)."""
     recognizer = load_recognizer(model, backend, threads, int8, device)
     decoder = load_decoder(recognizer, is_bundled(model), greedy, beam, lm, beam_config, hotwords, restore, restorer,
-                           hotword_min_confidence, written, own_lm=folder_lm(model), rescore=rescore,
-                           own_rescore=folder_rescore_lm(model))
+                           hotword_min_confidence, written, own_lm=folder_lm(model), rescore=rescore, model=model)
     return Transcriber(recognizer, decoder, (endpoint or EndpointConfig()).validate())
 
 

@@ -48,7 +48,7 @@ from asr.training.finetune.manifests import REPLAY_SOURCES  # noqa: E402
 from asr.training.finetune.pipeline import TOOL, run  # noqa: E402
 from asr.training.finetune.recipe import CRITERIA, GUARDS, LR, REPLAY_SHARE, Recipe  # noqa: E402
 from asr.training.finetune.split import SplitError  # noqa: E402
-from asr.training.lm_mix import ArpaError  # noqa: E402
+from asr.training.lm.mix import ArpaError  # noqa: E402
 # The training stack (torch, Lightning) loads in the steps that need it: checking the data stays quick.
 
 

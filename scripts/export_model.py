@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from asr.training.train import export_checkpoint  # noqa: E402
+from asr.training.acoustic.train import export_checkpoint  # noqa: E402
 
 
 def newest_steps(ckpt_dir: Path, n: int) -> list[Path]:

@@ -3,7 +3,7 @@
     python scripts/set_lexicon.py MODEL.safetensors LEXICON.txt --out NEW.safetensors [--half]
 
 A phone model carries the lexicon it was trained with, and its searches spell words through it. The lexicon is
-not learned, so a newer build (`python -m asr.training.lexicon`: more words, or its words in another order) can
+not learned, so a newer build (`python -m asr.training.g2p.lexicon`: more words, or its words in another order) can
 replace it; the model's phones are the lexicon's (the 39 of `asr.text.lexicon.PHONES`, always). Weights keep
 their stored precision, or become float16 with --half (as the shipped model stores them).
 """

@@ -1,5 +1,5 @@
-"""The anchor to the starting model (asr/training/anchor.py): the posterior KL, the frozen copy and the starting
-weights it keeps out of the module's state, and a few steps of training on one batch staying nearer the
+"""The anchor to the starting model (asr/training/acoustic/anchor.py): the posterior KL, the frozen copy and the
+starting weights it keeps out of the module's state, and a few steps of training on one batch staying nearer the
 starting model's outputs with the distillation anchor than without it."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import torch
 
 from asr.model.config import EncoderConfig
 from asr.model.loader import random_model
-from asr.training.anchor import Anchor, AnchorConfig, enabled, posterior_kl
-from asr.training.config import OptimConfig
-from asr.training.module import CTCModule
+from asr.training.acoustic.anchor import Anchor, AnchorConfig, enabled, posterior_kl
+from asr.training.acoustic.config import OptimConfig
+from asr.training.acoustic.module import CTCModule
 
 CFG = EncoderConfig(d_model=64, n_layers=2, n_heads=2, window=16, dropout=0.0)
 

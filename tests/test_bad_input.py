@@ -189,9 +189,10 @@ def test_inference_uses_one_thread_unless_told(model_path: Path, tmp_path: Path,
     torch.set_num_threads(1)
 
 
-TOOLS = ["asr.transcribe", "asr.stream", "asr.evaluate", "asr.serve", "asr.export", "asr.manifest", "asr.training.lm",
-         "asr.training.tune_lm", "bench.step", "bench.attention", "bench.resume",  # bench: scripts/bench/
-         "asr.training.lm_mix", "asr.finetune"]
+TOOLS = ["asr.transcribe", "asr.stream", "asr.evaluate", "asr.serve", "asr.export", "asr.manifest",
+         "asr.training.lm.build", "asr.training.lm.tune", "bench.step", "bench.attention", "bench.resume",  # bench: scripts/bench/
+         "asr.training.lm.mix", "asr.finetune"]
+COMMANDS = {"asr.training.lm.build": "asr.training.lm"}  # a module its folder's __main__ runs: named by that command
 
 
 class _Parsed(Exception):
@@ -225,7 +226,7 @@ def test_every_float_option_refuses_nan_and_infinity(module: str, monkeypatch) -
             for bad in ("nan", "inf", "-inf", "NaN"):
                 with pytest.raises(argparse.ArgumentTypeError, match="finite"):
                     action.type(bad)
-    assert floats or module in ("asr.export", "asr.manifest", "asr.training.lm", "bench.resume"), module
+    assert floats or module in ("asr.export", "asr.manifest", "asr.training.lm.build", "bench.resume"), module
 
 
 def test_a_nan_weight_is_one_error_line(capsys) -> None:
@@ -242,14 +243,15 @@ def test_an_option_error_is_one_line_and_the_usage_only_on_help(module: str, cap
     """An unknown option is one line naming the tool and --help, exit status 2 (no 17-24 line usage block before
     it); --help prints the usage."""
     main = importlib.import_module(module).main
+    command = COMMANDS.get(module, module)
     with pytest.raises(SystemExit) as exit_:
         main(["--no-such-option"])
     assert exit_.value.code == 2
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0].startswith(f"{module}: error: ") and f"python -m {module} --help" in err[0], err
+    assert len(err) == 1 and err[0].startswith(f"{command}: error: ") and f"python -m {command} --help" in err[0], err
     with pytest.raises(SystemExit) as exit_:
         main(["--help"])
-    assert exit_.value.code == 0 and capsys.readouterr().out.startswith(f"usage: python -m {module}")
+    assert exit_.value.code == 0 and capsys.readouterr().out.startswith(f"usage: python -m {command}")
 
 
 @pytest.mark.parametrize("value, parsed", [("-inf", None), ("-1e3", -1000.0), ("-.5", -0.5), ("-2", -2.0)])
@@ -290,8 +292,8 @@ def test_a_manifest_line_without_text_is_refused_by_every_reader(case: str, mode
     """An empty reference scored silently (22.22% became 133.33%; null became the word NONE): asr.evaluate, training,
     the LM builder and asr.finetune refuse the line through the one reader, naming the file and the line."""
     from asr.finetune import main as finetune
-    from asr.training import lm
-    from asr.training.data import SourceConfig, load_sources
+    from asr.training.lm import build as lm
+    from asr.training.acoustic.data import SourceConfig, load_sources
     text, reason = NO_TEXT[case]
     manifest = text_manifest(tmp_path / "data", text)
     expected = f"{manifest}:2: no usable text: {reason}"
@@ -306,7 +308,7 @@ def test_a_manifest_line_without_text_is_refused_by_every_reader(case: str, mode
 
 
 def test_skip_bad_scores_and_trains_on_the_rest_and_says_how_many(model_path: Path, tmp_path: Path, capsys) -> None:
-    from asr.training.data import SourceConfig, load_sources
+    from asr.training.acoustic.data import SourceConfig, load_sources
     manifest = text_manifest(tmp_path / "data", None)
     alone = tmp_path / "data" / "alone.jsonl"
     alone.write_text(manifest.read_text().splitlines()[0] + "\n")

@@ -3,7 +3,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from asr.training.config import register_configs
+from asr.training.acoustic.config import register_configs
 from asr.model.encoder import Encoder, EncoderConfig
 from asr.stream import main as stream_main
 from helpers import CONF, PRESETS

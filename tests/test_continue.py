@@ -16,10 +16,10 @@ from omegaconf import OmegaConf
 from safetensors.torch import load_file
 
 from asr.model.loader import load_model, save_model
-from asr.training import carry
-from asr.training.config import OptimConfig
-from asr.training.grow import deepen
-from asr.training.module import warmup_cosine
+from asr.training.acoustic import carry
+from asr.training.acoustic.config import OptimConfig
+from asr.training.acoustic.grow import deepen
+from asr.training.acoustic.module import warmup_cosine
 from helpers import DATA, ROOT, SPEECHOCEAN, recipe_module, small_manifest
 
 sys.path.insert(0, str(ROOT / "scripts"))  # scripts/bench: the resume and step benches
@@ -358,8 +358,9 @@ def test_the_ab_table_and_curve_come_from_the_arms_rows(tmp_path, monkeypatch):
                            "kokoro_check_beam": 30.0, "synthetic_check_beam": 40.0,
                            "phase_minutes": {"train": train}}) + "\n"
     (tmp_path / "ab").mkdir()
-    (tmp_path / "training_progress.jsonl").write_text(row(11, 900, 75.0, 50.0) + row(12, 1000, 72.0, 49.0)
-                                                      + row(13, 2000, 71.0, 48.0))
+    (tmp_path / "voices").mkdir()
+    (tmp_path / "voices" / "training_progress.jsonl").write_text(row(11, 900, 75.0, 50.0) + row(12, 1000, 72.0, 49.0)
+                                                                 + row(13, 2000, 71.0, 48.0))
     (tmp_path / "ab" / "lookahead.jsonl").write_text(row(13, 1900, 70.0, 47.0) + row(14, 2800, 69.0, 46.5, 60.0))
     readme = tmp_path / "ab" / "README.md"
     readme.write_text(f"before\n{ab.BEGIN}\nold table\n{ab.END}\nafter\n")
@@ -384,7 +385,7 @@ def test_the_ab_table_and_curve_come_from_the_arms_rows(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):  # no arm x
         ab.main(["--benchmarks", str(tmp_path), "--cost", "--arms", "dx", "--allow-load"])
     assert measured == ["d"]
-    (tmp_path / "training_progress_reference.json").write_text(json.dumps(
+    (tmp_path / "voices" / "training_progress_reference.json").write_text(json.dumps(
         {"date": "2026-11-27", "dev_greedy": 72.86, "dev_beam": 48.73, "fsdd_beam": 1.6, "synthetic_check_beam": 47.98,
          "kokoro_check_beam": 38.76}))
     assert ab.main(["--benchmarks", str(tmp_path)]) == 0  # the shipped model's row heads the table

@@ -17,8 +17,8 @@ from hydra import compose, initialize_config_dir
 
 from asr.corpus.manifest import ManifestError, read_manifest
 from asr.model.loader import load_model
-from asr.training.config import register_configs
-from asr.training.data import BucketBatchSampler, SourceConfig, load_sources
+from asr.training.acoustic.config import register_configs
+from asr.training.acoustic.data import BucketBatchSampler, SourceConfig, load_sources
 from conftest import run_module, tone, write
 from helpers import CONF, ROOT
 from test_recipes import fake_librispeech

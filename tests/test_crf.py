@@ -1,4 +1,4 @@
-"""CTC-CRF (asr/training/crf.py) against a brute-force sum over every frame-label path on tiny cases."""
+"""CTC-CRF (asr/training/acoustic/crf.py) against a brute-force sum over every frame-label path on tiny cases."""
 from __future__ import annotations
 
 import itertools
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from asr.training.crf import DenominatorGraph, PhoneLM, crf_loss, feasible, log_partition
+from asr.training.acoustic.crf import DenominatorGraph, PhoneLM, crf_loss, feasible, log_partition
 
 SENTENCES = [[1, 2, 3], [2, 2, 1], [3, 1], [1, 3, 3, 2], [2]]  # unit ids (0 is blank)
 
@@ -139,7 +139,7 @@ def test_a_toy_phone_model_trains_with_ctc_crf_and_writes_its_phone_lm(tmp_path)
 
     from test_phones import needs_data, phone_config, small_lexicon  # noqa: F401 (the toy phone run's config)
 
-    from asr.training.train import train
+    from asr.training.acoustic.train import train
     from helpers import SPEECHOCEAN, small_manifest
 
     if not SPEECHOCEAN.exists():
@@ -156,8 +156,8 @@ def test_a_toy_phone_model_trains_with_ctc_crf_and_writes_its_phone_lm(tmp_path)
 
 
 def test_an_unknown_criterion_is_refused():
-    from asr.training.crf import CriterionConfig
-    from asr.training.train import attach_criterion
+    from asr.training.acoustic.crf import CriterionConfig
+    from asr.training.acoustic.train import attach_criterion
 
     with pytest.raises(ValueError, match="criterion.kind='mmi'"):
         attach_criterion(None, CriterionConfig(kind="mmi"), [], Path("."))

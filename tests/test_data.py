@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr.training.data import (AugmentConfig, SpeechDataset, band_limit, draw_wave_augment, pitch_shift, reverberate, room_bank, warp_mel)
+from asr.training.acoustic.data import (AugmentConfig, SpeechDataset, band_limit, draw_wave_augment, pitch_shift, reverberate, room_bank, warp_mel)
 from asr.corpus.manifest import Utterance
 from asr.text.tokenizer import Tokenizer
 from conftest import tone, write

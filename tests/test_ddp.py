@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from asr.model.loader import load_model
-from asr.training.data import BucketBatchSampler, even_batches
+from asr.training.acoustic.data import BucketBatchSampler, even_batches
 from helpers import CONF, ROOT, SPEECHOCEAN, small_manifest
 
 UTTERANCES = 6
@@ -26,8 +26,8 @@ DRIVER = """
 import json, os
 import hydra
 import torch.distributed as dist
-from asr.training import data
-from asr.training.train import train
+from asr.training.acoustic import data
+from asr.training.acoustic.train import train
 
 RECORD = os.environ["ASR_TEST_RECORD"]  # folder for the per-rank records (the ranks inherit it)
 load = data.SpeechDataset.__getitem__

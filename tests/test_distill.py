@@ -10,9 +10,9 @@ import torch
 
 from asr.audio.files import load_audio
 from asr.model.loader import load_model
-from asr.training.distill import distill_loss, enabled, stretch
-from asr.training.teacher import POOL, TeacherCache, WhisperTeacher, cache_key, fill_cache
-from asr.training.train import train
+from asr.training.acoustic.whisper.distill import distill_loss, enabled, stretch
+from asr.training.acoustic.whisper.teacher import POOL, TeacherCache, WhisperTeacher, cache_key, fill_cache
+from asr.training.acoustic.train import train
 from helpers import SPEECHOCEAN, small_manifest
 from test_training import config
 from test_whisper_init import D, whisper_variables, write_ct2

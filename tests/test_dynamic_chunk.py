@@ -9,8 +9,8 @@ import torch
 from asr.model.config import EncoderConfig
 from asr.model.encoder import Encoder
 from asr.model.loader import load_model, random_model, save_model
-from asr.training.config import OptimConfig
-from asr.training.train import module_from_model, train
+from asr.training.acoustic.config import OptimConfig
+from asr.training.acoustic.train import module_from_model, train
 from helpers import SPEECHOCEAN, small_manifest, stream_in_chunks
 from test_lookahead import lookahead_encoder
 from test_training import config

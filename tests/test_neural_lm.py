@@ -1,16 +1,19 @@
-"""The second pass's neural word LM: trained with torch (asr.training.neural_lm), read with numpy alone
+"""The second pass's neural word LM: trained with torch (asr.training.lm.neural), read with numpy alone
 (asr.decoding.neural_lm), the two giving the same scores."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from asr.decoding.neural_lm import BOUNDARY, NeuralLM, NeuralLMError
-from asr.training.neural_lm import NeuralLMConfig, WordTransformer, export, load_state, train
+from asr.decoding.neural_lm import BOUNDARY, NeuralLM, NeuralLMError, Pieces
+from asr.decoding.prefix_tree import spans, windows
+from asr.pretrained import default_rescore_lm_path, read_safetensors
+from asr.training.lm.neural import NeuralLMConfig, WordTransformer, export, load_state, train
 
 TINY = NeuralLMConfig(vocab=40, cutoffs=(8, 20), dim=32, layers=2, heads=4, context=8)
 WORDS = ["<s>", "<unk>"] + [f"W{i}" for i in range(38)]
@@ -25,6 +28,36 @@ def tiny_model(seed: int = 0) -> WordTransformer:
     return model
 
 
+def whole_sequences(model: WordTransformer, sentences: list[list[int]]) -> np.ndarray:
+    """The torch model's scores of the sentences read as the second pass read them before it was pieced: side by
+    side, padded, each window of the context whole (the first, then the next context / 2 positions in each)."""
+    C, T = model.cfg.context, max(len(s) for s in sentences) + 1
+    x, y = np.zeros((len(sentences), T), dtype=np.int64), np.zeros((len(sentences), T), dtype=np.int64)
+    for i, s in enumerate(sentences):
+        x[i, 1:len(s) + 1], y[i, :len(s)] = s, s
+    with torch.no_grad():
+        per_word = lambda a, b: model(torch.tensor(x[:, a:b]), torch.tensor(y[:, a:b])).numpy()  # noqa: E731
+        parts, done = [per_word(0, min(C, T))], min(C, T)
+        while done < T:
+            end = min(done + C // 2, T)
+            parts.append(per_word(end - C, end)[:, C - (end - done):])
+            done = end
+    keep = np.arange(T)[None, :] <= np.array([len(s) for s in sentences])[:, None]
+    return (np.concatenate(parts, axis=1) * keep).sum(1)
+
+
+def nbest_like(rng: np.random.Generator, count: int, length: int) -> list[list[int]]:
+    """Sentences as a long final's n-best holds them: one word sequence with a few words changed, some cut short."""
+    base = rng.integers(2, TINY.vocab, length).tolist()
+    out = []
+    for _ in range(count):
+        s = list(base)
+        for at in rng.integers(0, length, rng.integers(0, 4)):
+            s[at] = int(rng.integers(2, TINY.vocab))
+        out.append(s[: length - int(rng.integers(0, 3))])
+    return out
+
+
 def test_numpy_reads_the_same_scores_as_torch(tmp_path: Path) -> None:
     model = tiny_model()
     export(model, WORDS, tmp_path / "lm.safetensors")
@@ -34,27 +67,74 @@ def test_numpy_reads_the_same_scores_as_torch(tmp_path: Path) -> None:
         expected = [model(torch.tensor([[BOUNDARY, *s]]), torch.tensor([[*s, BOUNDARY]])).sum().item()
                     for s in sentences]
     assert lm.sentence_logprobs(sentences) == pytest.approx(expected, abs=1e-4)  # read as one prefix tree
-    assert lm._padded(sentences) == pytest.approx(expected, abs=1e-4)  # read side by side
-    assert lm.ids(["W0", "NOPE"]) == [2, 1]
+    assert lm.ids(["W0", "NOPE", "W37"]) == [2, 1, 39]
+
+
+@pytest.mark.parametrize("pieces", [Pieces(), Pieces(rows=1, keys=1, outputs=1, columns=1),
+                                    Pieces(rows=3, keys=20, outputs=5, columns=7)])
+def test_long_lists_read_in_pieces_score_as_whole_sequences(tmp_path: Path, pieces: Pieces) -> None:
+    model = tiny_model(3)
+    export(model, WORDS, tmp_path / "lm.safetensors")
+    lm = NeuralLM.load(tmp_path / "lm.safetensors", pieces)
+    rng = np.random.default_rng(0)
+    for length in (5, 7, 8, 30, 41):  # within the context of 8, at its edge, over it in 4 and 8 windows
+        sentences = nbest_like(rng, 12, length) + [[], [9]]
+        expected = whole_sequences(model, sentences)
+        got = lm.sentence_logprobs(sentences)
+        assert got == pytest.approx(expected, rel=1e-5, abs=1e-4)
+        assert got.argmax() == expected.argmax()  # the second pass chooses the same hypothesis
+
+
+def test_windows_are_laid_out_for_the_longest_sentence() -> None:
+    assert spans(5, 8) == [(0, 5, 0)]
+    assert spans(21, 8) == [(0, 8, 0), (4, 12, 8), (8, 16, 12), (12, 20, 16), (13, 21, 20)]
+    trees = list(windows([[5, 6, 7], [5, 6, 8, 9, 10, 11, 12, 13, 14, 15]], 8))  # 11 positions: 2 windows
+    assert [len(t.tokens) for t in trees] == [3 + 1 + 5, 8]  # the shared <s> 5 6 once; the short one all in the first
+    assert trees[0].ancestors(np.array([3, 8])).tolist() == [[3, 2, 1, 0, -1, -1, -1, -1],  # 7, 6, 5, <s>
+                                                             [8, 7, 6, 5, 4, 2, 1, 0]]  # 12 ... 8, 6, 5, <s>
+    assert sorted(set(trees[1].owners.tolist())) == [1]
 
 
 def test_each_next_word_distribution_sums_to_one(tmp_path: Path) -> None:
     export(tiny_model(1), WORDS, tmp_path / "lm.safetensors")
-    lm = NeuralLM.load(tmp_path / "lm.safetensors")
-    x = np.tile([[BOUNDARY, 7, 15, 33]], (TINY.vocab, 1))  # one history, every word after it
-    y = np.tile(np.arange(TINY.vocab)[:, None], (1, 4))
-    assert np.exp(lm._logprobs(x, y)).sum(0) == pytest.approx(np.ones(4), abs=1e-4)
+    lm = NeuralLM.load(tmp_path / "lm.safetensors", Pieces(columns=5))  # the normaliser summed over 5 at a time
+    window = next(windows([[7, 15, 33]], TINY.context))
+    states = lm._states(window)
+    for node in range(len(window.tokens)):  # after <s>, <s> 7, <s> 7 15, <s> 7 15 33: every word
+        logprobs = lm._output(states, np.full(TINY.vocab, node), np.arange(TINY.vocab))
+        assert np.exp(logprobs.astype(np.float64)).sum() == pytest.approx(1.0, abs=1e-4)
 
 
-def test_a_sentence_longer_than_the_context_is_read_in_windows(tmp_path: Path) -> None:
-    export(tiny_model(2), WORDS, tmp_path / "lm.safetensors")
-    lm = NeuralLM.load(tmp_path / "lm.safetensors")
-    long = list(range(2, 22))  # 20 words, context 8
-    x, y = np.array([[BOUNDARY, *long]]), np.array([[*long, BOUNDARY]])
-    per_word = lm._logprobs(x, y)
-    assert per_word.shape == (1, 21) and np.isfinite(per_word).all()
-    assert per_word[0, :8] == pytest.approx(lm._logprobs(x[:, :8], y[:, :8])[0])  # the first window alone
-    assert lm.sentence_logprobs([long])[0] == pytest.approx(per_word.sum())
+def test_the_weights_are_a_memory_map_of_the_file_in_their_stored_dtype(tmp_path: Path) -> None:
+    export(tiny_model(), WORDS, tmp_path / "lm.safetensors")
+    mapped, meta = read_safetensors(tmp_path / "lm.safetensors", mapped=True)
+    copied, _ = read_safetensors(tmp_path / "lm.safetensors")
+    weight = mapped["output.head.weight"]
+    assert weight.dtype == np.float16 and not weight.flags.writeable  # as stored, shared, read-only
+    assert copied["output.head.weight"].dtype == np.float32 and copied["output.head.weight"].flags.writeable
+    assert all(np.array_equal(mapped[name].astype(np.float32), copied[name]) for name in copied)
+    assert NeuralLM.load(tmp_path / "lm.safetensors").w["blocks.0.qkv.weight"].dtype == np.float16
+    data = bytearray((tmp_path / "lm.safetensors").read_bytes())
+    (tmp_path / "cut.safetensors").write_bytes(data[:-100])  # a file cut short: its last tensor runs past the end
+    with pytest.raises(NeuralLMError, match="does not match its shape"):
+        NeuralLM.load(tmp_path / "cut.safetensors")
+
+
+def test_a_long_final_costs_one_windows_memory() -> None:
+    lm = NeuralLM.load(default_rescore_lm_path())
+    rng = np.random.default_rng(0)
+
+    def peak_mb(length: int) -> float:
+        base = rng.integers(2, 32768, length).tolist()
+        sentences = [[*base[:at], int(rng.integers(2, 32768)), *base[at + 1:]] for at in rng.integers(0, length, 16)]
+        tracemalloc.start()
+        lm.sentence_logprobs(sentences)
+        peak = tracemalloc.get_traced_memory()[1] / 1e6
+        tracemalloc.stop()
+        return peak
+
+    short, long = peak_mb(100), peak_mb(400)  # one window; seven windows
+    assert long < 1.5 * short and long < 16  # (read whole, 212 MB for 16 x 300 words)
 
 
 def test_a_file_that_is_not_a_neural_lm_is_a_clear_error(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The numpy n-gram builder (asr.training.kneser_ney, asr.training.ngram): modified Kneser-Ney against a plain
+"""The numpy n-gram builder (asr.training.lm.kneser_ney, asr.training.lm.ngram): modified Kneser-Ney against a plain
 dict implementation of Chen & Goodman's formulas, distributions that sum to one before and after pruning,
 counting in shards, the ARPA file that KenLM reads with the same scores, perplexity, and book sentences."""
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from flashlight.lib.text.decoder.kenlm import KenLM
 from flashlight.lib.text.dictionary import Dictionary
 
-from asr.training import kneser_ney as kn
-from asr.training.book_text import book_sentences
-from asr.training.ngram import BOS, EOS, UNK, pack, perplexity, read_arpa, write_arpa
+from asr.training.lm import kneser_ney as kn
+from asr.training.lm.book_text import book_sentences
+from asr.training.lm.ngram import BOS, EOS, UNK, pack, perplexity, read_arpa, write_arpa
 
 TEXT = ["THE CAT SAT ON THE MAT", "THE DOG SAT ON THE LOG", "A CAT AND A DOG", "THE CAT RAN", "ON THE MAT THE CAT SAT",
         "A DOG RAN", "THE CAT SAT", "ZEBRA", "THE THE THE CAT"]

@@ -19,14 +19,14 @@ from asr.model.export import export_onnx
 from asr.model.loader import load_model
 from asr.model.recognizer import Recognizer
 from asr.model.torch_backend import load_torch
-from asr.training import carry
+from asr.training.acoustic import carry
 from asr.text.g2p import load_g2p
 from asr.text.lexicon import Lexicon
 from asr.text.normalize import normalize
 from asr.text.tokenizer import Tokenizer
-from asr.training.lm import build_arpa
-from asr.training.data import load_sources
-from asr.training.train import new_module, train
+from asr.training.lm.build import build_arpa
+from asr.training.acoustic.data import load_sources
+from asr.training.acoustic.train import new_module, train
 from helpers import CONF, ROOT, SPEECHOCEAN, emissions, small_manifest, tiny_encoder
 
 needs_data = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")

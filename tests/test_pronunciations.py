@@ -6,10 +6,10 @@ import torch
 
 from asr.text.lexicon import Lexicon
 from asr.text.tokenizer import Tokenizer
-from asr.training import module
-from asr.training.data import collate
-from asr.training.pronunciations import choose, targets_and_alternatives
-from asr.training.train import train
+from asr.training.acoustic import module
+from asr.training.acoustic.data import collate
+from asr.training.acoustic.pronunciations import choose, targets_and_alternatives
+from asr.training.acoustic.train import train
 from helpers import SPEECHOCEAN, small_manifest
 from test_phones import phone_config, small_lexicon
 

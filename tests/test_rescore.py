@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -10,13 +11,14 @@ import pytest
 from asr import cli
 from asr.cli import checks
 from asr.decoding.beam import BeamConfig, WordLM
-from asr.decoding import decoder as decoder_module
+from asr.decoding import rescore as rescore_module
 from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import parse_hotwords
-from asr.decoding.rescore import RescoreConfig, Rescorer
+from asr.decoding.rescore import RescoreConfig, Rescorer, paired_second_pass
+from asr.pretrained import default_lm_path, default_rescore_lm_path
 from asr.text.tokenizer import Tokenizer
-from asr.training import tune_lm
-from asr.training.lm import build_arpa
+from asr.training.lm import tune as tune_lm
+from asr.training.lm.build import build_arpa
 from helpers import emissions
 
 # "THE ?AT": the acoustics barely tell C from H; the first LM slightly prefers CAT, the second one HAT by far
@@ -91,11 +93,40 @@ def test_the_larger_lm_loads_on_the_first_final_and_not_for_a_hotword_list(tmp_p
 def test_bundled_goes_with_the_bundled_lm_only(tmp_path: Path, monkeypatch) -> None:
     tokenizer = Tokenizer("char")
     first, second = lms(tmp_path)
-    monkeypatch.setattr(decoder_module, "default_rescore_lm_path", lambda: second)  # as if the package shipped one
+    monkeypatch.setattr(rescore_module, "default_rescore_lm_path", lambda: second)  # as if the package shipped one
     assert Decoder.load(tokenizer, first, BeamConfig(beam_size=8), restorer=None).rescorer is None  # another LM
     chosen = Decoder.load(tokenizer, first, BeamConfig(beam_size=8), restorer=None, rescore=RescoreConfig(str(second)))
     assert chosen.rescorer is not None and chosen.rescorer.cfg.lm == str(second)
     assert chosen.spoken().rescorer is chosen.rescorer  # a changed decoder keeps its second pass
+
+
+def model_folder_with(folder: Path, lm: Path | None, second: Path | None) -> Path:
+    """A model folder (weights that are never read) with `lm` as its own LM and `second` as its second pass."""
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"never read here")
+    for source, name in ((lm, "lm.arpa"), (second, "rescore.safetensors")):
+        if source is not None:
+            shutil.copyfile(source, folder / name)
+    return folder
+
+
+def test_one_rule_pairs_a_second_pass_with_a_model_and_its_lm(tmp_path: Path) -> None:
+    """`paired_second_pass`, which the tools (Decoder.load), asr.finetune and its benchmark all ask."""
+    first, second = lms(tmp_path)
+    bundled = default_rescore_lm_path()
+    assert paired_second_pass("bundled") == bundled  # the bundled LM: the bundled second pass, for any model
+    assert paired_second_pass("bundled", tmp_path / "model.safetensors") == bundled
+    assert paired_second_pass(default_lm_path()) is None  # an LM named by its path, even the bundled one
+    assert paired_second_pass(None) is None  # no search, no second pass
+    own = model_folder_with(tmp_path / "own", first, second)
+    assert paired_second_pass(own / "lm.arpa", own) == own / "rescore.safetensors"  # a folder's after its own LM
+    assert paired_second_pass(str(own / "lm.arpa"), str(own)) == own / "rescore.safetensors"
+    assert paired_second_pass(first, own) is None  # after another LM: none
+    assert paired_second_pass("bundled", own) == bundled
+    plain = model_folder_with(tmp_path / "plain", first, None)  # its own LM, no second pass
+    assert paired_second_pass(plain / "lm.arpa", plain) is None
+    orphan = model_folder_with(tmp_path / "orphan", None, second)  # a second pass with no LM of its own to follow
+    assert paired_second_pass("bundled", orphan) == bundled and paired_second_pass(second, orphan) is None
 
 
 def options(*argv: str) -> argparse.Namespace:
@@ -134,7 +165,7 @@ def test_tune_lm_tunes_the_second_pass_over_kept_nbest_lists(tmp_path: Path, cap
 def test_a_neural_lm_that_knows_better_changes_the_final(tmp_path: Path) -> None:
     """The second LM may be a neural word LM (a .safetensors file, asr.decoding.neural_lm), trained here for a few
     seconds on the same text as the larger n-gram: it prefers HAT after THE as much."""
-    from asr.training.neural_lm import export, train
+    from asr.training.lm.neural import export, train
 
     tokenizer = Tokenizer("char")
     first, _ = lms(tmp_path)
@@ -160,9 +191,10 @@ def test_a_model_folders_second_pass_goes_with_its_own_lm(tmp_path: Path) -> Non
 
     tokenizer = Tokenizer("char")
     first, second = lms(tmp_path)
-    paired = Decoder.load(tokenizer, first, BeamConfig(beam_size=8), restorer=None, paired_rescore=second)
-    assert paired.rescorer is not None and paired.rescorer.cfg.lm == str(second)
-    assert Decoder.load(tokenizer, first, BeamConfig(beam_size=8), restorer=None, paired_rescore=second,
+    own = model_folder_with(tmp_path / "own", first, second)
+    paired = Decoder.load(tokenizer, own / "lm.arpa", BeamConfig(beam_size=8), restorer=None, model=own)
+    assert paired.rescorer is not None and paired.rescorer.cfg.lm == str(own / "rescore.safetensors")
+    assert Decoder.load(tokenizer, own / "lm.arpa", BeamConfig(beam_size=8), restorer=None, model=own,
                         rescore=RescoreConfig(lm=None)).rescorer is None  # --no-rescore
 
     class Model:  # what load_decoder asks of a recognizer
@@ -170,10 +202,10 @@ def test_a_model_folders_second_pass_goes_with_its_own_lm(tmp_path: Path) -> Non
 
     recognizer = Model()
     recognizer.tokenizer = tokenizer
-    own = api.load_decoder(recognizer, bundled=False, lm=None, beam_config=BeamConfig(beam_size=8), restore=False,
-                           own_lm=first, own_rescore=second)
-    assert own.rescorer is not None and own.rescorer.cfg.lm == str(second)
+    made = api.load_decoder(recognizer, bundled=False, lm=None, beam_config=BeamConfig(beam_size=8), restore=False,
+                            own_lm=own / "lm.arpa", model=own)
+    assert made.rescorer is not None and made.rescorer.cfg.lm == str(own / "rescore.safetensors")
     other = tmp_path / "other.arpa"
     other.write_text(build_arpa(FIRST))
     assert api.load_decoder(recognizer, bundled=False, lm=other, beam_config=BeamConfig(beam_size=8), restore=False,
-                            own_lm=first, own_rescore=second).rescorer is None
+                            own_lm=own / "lm.arpa", model=own).rescorer is None

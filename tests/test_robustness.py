@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from asr.corpus.manifest import Utterance
-from asr.training import channel
+from asr.training.acoustic import channel
 
 from conftest import tone, write
 from helpers import DATA, ROOT

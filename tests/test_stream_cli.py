@@ -39,6 +39,7 @@ class ScriptedRecognizer(Recognizer):
     place tokens exactly."""
 
     frame_seconds = 0.04
+    lookahead_frames = 0  # strictly causal
     tokenizer = Tokenizer("char")
 
     def __init__(self) -> None:

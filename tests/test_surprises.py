@@ -102,6 +102,8 @@ class ScriptedDecoder:
     """Stands in for a Decoder: the k-th segment's search shows `partials[k][i]` after its i-th push and
     finishes as `finals[k]`, restored (upper case -> title case) if `restore`; tokens are the texts themselves."""
 
+    kind = "greedy"  # no word LM judges the pauses
+
     def __init__(self, segments: list[tuple[list[str], str]], restore: bool):
         self.segments, self.restoring = iter(segments), restore
 

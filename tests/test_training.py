@@ -17,9 +17,9 @@ from asr.model.loader import load_model, random_model, save_model
 from asr.model.recognizer import Recognizer
 from asr.model.torch_backend import load_torch
 from asr.text.tokenizer import Tokenizer
-from asr.training.config import OptimConfig
-from asr.training.data import load_sources
-from asr.training.train import export_checkpoint, module_from_model, new_module, train
+from asr.training.acoustic.config import OptimConfig
+from asr.training.acoustic.data import load_sources
+from asr.training.acoustic.train import export_checkpoint, module_from_model, new_module, train
 from helpers import CONF, ROOT, SPEECHOCEAN, small_manifest
 
 pytestmark = pytest.mark.skipif(not SPEECHOCEAN.exists(), reason=f"{SPEECHOCEAN} not found")
@@ -119,7 +119,7 @@ def test_a_wall_clock_stop_ends_at_the_sooner_of_its_budget_and_its_deadline(tmp
     import time
     from types import SimpleNamespace
 
-    from asr.training.train import WallClockStop
+    from asr.training.acoustic.train import WallClockStop
 
     def trainer():
         saved = []

@@ -1,8 +1,8 @@
 """Rendered augmentation variants: a variant another builder has written is kept, not rendered again."""
 import numpy as np
 
-from asr.training import variants
-from asr.training.data import AugmentConfig
+from asr.training.acoustic import variants
+from asr.training.acoustic.data import AugmentConfig
 
 
 def test_a_variant_written_meanwhile_is_not_rendered_again(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from asr.audio.files import load_audio
 from asr.features import Fbank, FbankConfig, stream_fbank
 from asr.model.config import EncoderConfig
 from asr.model.encoder import Encoder
-from asr.training.whisper import encoder_shape, load_ct2, take_whisper
+from asr.training.acoustic.whisper.weights import encoder_shape, load_ct2, take_whisper
 from helpers import SPEECHOCEAN, small_manifest
 
 D, LAYERS, MELS = 12, 2, 80
@@ -154,7 +154,7 @@ def test_a_whisper_initialised_lookahead_model_trains_and_streams_exactly(tmp_pa
     from asr.model.loader import load_model
     from asr.model.recognizer import Recognizer
     from asr.model.torch_backend import load_torch
-    from asr.training.train import train
+    from asr.training.acoustic.train import train
     from test_training import config
 
     write_ct2(tmp_path / "model.bin", whisper_variables(2), {})
@@ -177,8 +177,8 @@ def test_a_whisper_initialised_lookahead_model_trains_and_streams_exactly(tmp_pa
 def test_a_causal_model_fine_tunes_with_lookahead(tmp_path):
     """init_from with init_chunk: every trained weight carries over; only the lookahead biases are new."""
     from asr.model.loader import random_model, save_model
-    from asr.training.config import OptimConfig
-    from asr.training.train import module_from_model
+    from asr.training.acoustic.config import OptimConfig
+    from asr.training.acoustic.train import module_from_model
 
     encoder, tokenizer, _ = random_model(EncoderConfig(d_model=32, n_layers=2, n_heads=2, window=16))
     save_model(tmp_path / "m.safetensors", encoder, tokenizer)

@@ -58,7 +58,8 @@ class TranscriptSink:
     def __init__(self, transcriber: "Transcriber", name: str):
         recognizer = transcriber.recognizer
         self.name, self.began = name, time.perf_counter()
-        self.segmenter = Segmenter(transcriber.decoder, recognizer.frame_seconds, transcriber.endpoint)
+        self.segmenter = Segmenter(transcriber.decoder, recognizer.frame_seconds, transcriber.endpoint,
+                                   recognizer.lookahead_frames)
         self.finals: list = []
 
     def push(self, logprobs: np.ndarray, now: float) -> None:

@@ -13,6 +13,7 @@ import math
 import os
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -27,7 +28,7 @@ from asr.decoding.decoder import Decoder
 from asr.decoding.endpoint import EndpointConfig
 from asr.decoding.hotwords import DEFAULT_BOOST
 from asr.model.backend import BACKENDS
-from asr.model.folder import folder_lm, folder_rescore_lm
+from asr.model.folder import folder_lm
 from asr.model.recognizer import Recognizer
 
 
@@ -245,10 +246,17 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
-    """The endpoint rules (asr.decoding.endpoint) as flags."""
+    """The endpoint rules (asr.decoding.endpoint_rules) as flags."""
     defaults = EndpointConfig()
-    parser.add_argument("--trailing-silence", type=positive_float, default=defaults.trailing_silence,
-                        help=f"seconds of silence after speech that end a segment (default {defaults.trailing_silence:g})")
+    parser.add_argument("--sentence-end-silence", type=positive_float, default=defaults.sentence_end_silence,
+                        help="seconds of silence after speech that end a segment where the word LM says the sentence "
+                             f"can end there (default {defaults.sentence_end_silence:g})")
+    parser.add_argument("--mid-phrase-silence", type=positive_float, default=defaults.mid_phrase_silence,
+                        help="seconds of silence after speech that end a segment where it says the sentence goes on "
+                             f"(default {defaults.mid_phrase_silence:g}; {defaults.no_lm_silence:g} without a word LM)")
+    parser.add_argument("--trailing-silence", type=positive_float, default=None,
+                        help="one fixed silence (seconds) that ends a segment whatever was said, the rule before "
+                             "2026-12-08 (default: the two above, as the word LM judges)")
     parser.add_argument("--min-segment", type=non_negative_float, default=defaults.min_segment,
                         help="seconds: a shorter segment does not end on silence (default 0)")
     parser.add_argument("--max-segment", type=positive_float, default=defaults.max_segment,
@@ -261,9 +269,10 @@ def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
     if getattr(args, "whole", False):
         return EndpointConfig.whole()
     defaults = EndpointConfig()
-    return EndpointConfig(trailing_silence=getattr(args, "trailing_silence", defaults.trailing_silence),
-                          min_segment=getattr(args, "min_segment", defaults.min_segment),
-                          max_segment=getattr(args, "max_segment", defaults.max_segment))
+    if getattr(args, "trailing_silence", None) is not None:  # the fixed rule of before
+        defaults = EndpointConfig.fixed(args.trailing_silence)
+    names = ("sentence_end_silence", "mid_phrase_silence", "min_segment", "max_segment")
+    return replace(defaults, **{name: getattr(args, name) for name in names if hasattr(args, name)})
 
 
 def load_recognizer(args: argparse.Namespace) -> Recognizer:
@@ -291,7 +300,7 @@ def load_decoder(args: argparse.Namespace, recognizer: Recognizer) -> Decoder:
                             restore=not getattr(args, "plain", True), restorer=getattr(args, "restorer", None),
                             hotword_min_confidence=getattr(args, "hotword_min_confidence", 0.0),
                             written=not getattr(args, "spoken_form", False), own_lm=own_lm,
-                            rescore=rescore_config(args), own_rescore=folder_rescore_lm(args.model))
+                            rescore=rescore_config(args), model=args.model)
 
 
 def rescore_config(args: argparse.Namespace) -> RescoreConfig:

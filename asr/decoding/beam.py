@@ -36,6 +36,7 @@ from asr.decoding.lm_binary import LMError
 from asr.decoding.rescore import Rescorer
 from asr.decoding.biasing import Biasing, BiasingCache
 from asr.decoding.ctc import GreedySearch, Token
+from asr.decoding.sentence_end import sentence_end
 from asr.text.tokenizer import BLANK, Tokenizer
 
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"  # the ARPA format's sentence marks and unknown word
@@ -329,11 +330,12 @@ class BeamSearch:
                  rescorer: Rescorer | None = None):
         self.lm, self.offset, self.frames = lm, offset, 0
         trie, word_lm = (lm.trie, lm.lm) if biasing is None else (biasing.trie, biasing.new_lm())
-        self.word_lm = word_lm  # flashlight holds it by reference only: this keeps it alive
+        self.trie, self.word_lm = trie, word_lm  # flashlight holds them by reference only: this keeps them alive
         self.added = biasing.added if biasing is not None else []  # hotwords new to the lexicon: labels unk + 1 on
         self.decoder = LexiconDecoder(lm.options, trie, word_lm, lm.silence, BLANK, lm.unk, [], False)
         self.decoder.decode_begin()
         self.greedy = GreedySearch(offset)  # the letters after the search's last finished word
+        self.heard: list[np.ndarray] = []  # the frames pushed (`sentence_end` searches its last ones again)
         self.done: list[Token] | None = None
         self.ranked: list = []  # after `final`: (score, flashlight's hypothesis), best first
         # the second pass ranks finals again, except a hotword list's: its words and bonuses are the first pass's
@@ -346,6 +348,7 @@ class BeamSearch:
         logprobs = np.ascontiguousarray(logprobs, dtype=np.float32)
         self.greedy.push(logprobs)
         if logprobs.shape[0]:
+            self.heard.append(logprobs)
             self.decoder.decode_step(logprobs.ctypes.data, logprobs.shape[0], logprobs.shape[1])
             self.frames += logprobs.shape[0]
 
@@ -361,6 +364,10 @@ class BeamSearch:
         words = self._tokens(path, best.words)
         after = self.offset + len(path) - 1
         return words + [t for t in self.greedy.tokens if t.frame >= after]
+
+    def sentence_end(self) -> float | None:
+        """log10 P(</s> | the best hypothesis so far) by the word LM, None without one (`asr.decoding.sentence_end`)."""
+        return None if self.lm.path is None else sentence_end(self)
 
     def final(self) -> list[Token]:
         """End of segment: the best hypothesis that ends on a whole word, by the second pass's score where the LM

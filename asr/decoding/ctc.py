@@ -58,6 +58,9 @@ class GreedySearch:
     def alternatives(self) -> list:
         return []  # one path: no competition
 
+    def sentence_end(self) -> None:
+        return None  # no word LM to judge whether the sentence can end
+
 
 def greedy_decode(logprobs: np.ndarray) -> list[int]:
     """(T, V) -> token ids."""

@@ -26,8 +26,8 @@ from asr.decoding.biasing import Biasing
 from asr.decoding.confidence import Alternative, word_confidences
 from asr.decoding.ctc import GreedySearch, Token, Word, word_times
 from asr.decoding.hotwords import Hotword
-from asr.decoding.rescore import RescoreConfig, Rescorer
-from asr.pretrained import default_lm_path, default_rescore_lm_path
+from asr.decoding.rescore import RescoreConfig, Rescorer, paired_second_pass
+from asr.pretrained import default_lm_path
 from asr.text.restore.context import Context, final_labels
 from asr.text.restore.labels import render
 from asr.text.restore.restorer import Restorer, bundled_restorer, load_restorer
@@ -48,6 +48,9 @@ class Search(Protocol):
 
     def alternatives(self) -> list[Alternative]:
         """After `final`: the competing final hypotheses as (score, tokens), best first ([] for greedy)."""
+
+    def sentence_end(self) -> float | None:
+        """log10 P(</s>) of the best hypothesis so far by the word LM (None: no word LM to judge)."""
 
 
 def searches_words(tokenizer: Tokenizer, lm: object) -> bool:
@@ -82,25 +85,23 @@ class Decoder:
     def load(cls, tokenizer: Tokenizer, lm: str | Path | None = "bundled", cfg: BeamConfig = BeamConfig(),
              restorer: str | Restorer | None = "bundled", hotword_min_confidence: float = 0.0,
              written: bool = True, rescore: RescoreConfig = RescoreConfig(),
-             paired_rescore: Path | None = None) -> "Decoder":
+             model: str | Path | None = None) -> "Decoder":
         """lm: an ARPA file, "bundled" for the word LM shipped with the default model, or None (greedy; for a
         phone model, whose phones spell no words, a search of its lexicon without an LM).
         restorer: "bundled" (the casing and punctuation model shipped in the package, where there is one),
         a Restorer, or None (plain upper-case finals). Raises LMError for an unusable LM file (or when
         none is bundled), RestorerError for an unusable restorer. `hotword_min_confidence`: see `finish`.
         `written`: restored finals in the written form (`asr.text.written`) where it is installed. `rescore`: the
-        second pass (`asr.decoding.rescore`); its LM "bundled" is the one shipped beside the bundled LM, used where
-        `lm` is "bundled" and the package ships one, and `paired_rescore` (a model folder's, beside its own LM)
-        where `lm` is another."""
-        second = rescore.validate().lm  # the second pass's LM: "bundled" goes with the bundled first-pass LM only
+        second pass (`asr.decoding.rescore`); its LM "bundled" is the one that goes with `lm` for the acoustic
+        `model` decoded (`paired_second_pass`: the bundled one after the bundled LM, a model folder's own after its
+        own LM, else none)."""
+        second = rescore.validate().lm
+        if second == "bundled":
+            second = paired_second_pass(lm, model)
         if lm == "bundled":
             lm = default_lm_path()
             if lm is None:
                 raise LMError("no word LM is bundled in this installation; give one with --lm PATH")
-            if second == "bundled":
-                second = default_rescore_lm_path()
-        elif second == "bundled":
-            second = paired_rescore
         if restorer == "bundled":
             restorer = load_restorer() if bundled_restorer() is not None else None
         if not 0.0 <= hotword_min_confidence <= 1.0:

@@ -1,13 +1,9 @@
 """Endpointing: one running stream of log-probs -> segments with partial and final results.
 
 The recognizer runs on across segments (the encoder is never reset); a segment is a range of
-encoder frames. Where segments end is decided on the greedy CTC tokens' times (cheap, and the
-same whatever the decoder), frame by frame, so it does not depend on the chunk size:
-
-  1. nothing decoded in the segment for `silence_no_speech` s since it started -> end (dropped)
-  2. something decoded, `trailing_silence` s of blank frames since the last token, and the segment
-     at least `min_segment` s long                                             -> end
-  3. the segment is `max_segment` s long                                        -> end
+encoder frames. Where segments end is decided frame by frame by the rules of
+`asr.decoding.endpoint_rules` (a pause ends a segment sooner where the word LM says the sentence
+can end there), so it does not depend on the chunk size.
 
 Every frame goes once into the open segment's search (`asr.decoding.Decoder`: greedy, or the
 beam search with the word LM): after each chunk a partial shows its best hypothesis where that
@@ -33,35 +29,11 @@ from asr.audio import SAMPLE_RATE
 from asr.audio.chunks import Chunker
 from asr.decoding.ctc import Token, Word, greedy_tokens, word_json
 from asr.decoding.decoder import Decoder
+from asr.decoding.endpoint_rules import EndpointConfig, deadline, end_frame
 from asr.decoding.stepping import Stepper
 from asr.model.recognizer import Recognizer
-from asr.text.restore.context import Context
+from asr.text.restore.context import SENTENCE_PAUSE, Context
 from asr.text.tokenizer import BLANK
-
-
-NEVER_S = 1e9  # seconds (31 years): a rule that never fires in practice (`EndpointConfig.whole`)
-
-
-@dataclass
-class EndpointConfig:
-    trailing_silence: float = 0.4  # seconds of blank after the last decoded token that end a segment
-    min_segment: float = 0.0  # seconds: a shorter segment does not end on trailing silence
-    max_segment: float = 20.0  # seconds: a segment this long ends wherever it is
-    silence_no_speech: float = 2.4  # seconds of blank with nothing decoded that end (and drop) a segment
-
-    @classmethod
-    def whole(cls) -> "EndpointConfig":
-        """No endpoint ever fires: the input is one segment, closed at its end (asr.evaluate --whole: the model and
-        search on whole utterances, which is not what the tools give for a long one)."""
-        return cls(trailing_silence=NEVER_S, min_segment=0.0, max_segment=NEVER_S, silence_no_speech=NEVER_S)
-
-    def validate(self) -> "EndpointConfig":
-        for name in ("trailing_silence", "max_segment", "silence_no_speech"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name.replace('_', '-')} must be > 0 (got {getattr(self, name)})")
-        if self.min_segment < 0:
-            raise ValueError(f"min-segment must be >= 0 (got {self.min_segment})")
-        return self
 
 
 @dataclass
@@ -96,37 +68,13 @@ def ms(seconds: float) -> float:
     return round(seconds, 3)
 
 
-def deadline(last: int | None, start: int, cfg: EndpointConfig, frame_seconds: float) -> int:
-    """The frame at which the segment starting at frame `start` ends unless a token comes first,
-    `last` being the frame of its last token so far (None: nothing decoded in it yet)."""
-    longest = start + max(1, round(cfg.max_segment / frame_seconds))
-    if last is None:
-        return min(longest, start + max(1, round(cfg.silence_no_speech / frame_seconds)))
-    after_speech = max(1, round(cfg.trailing_silence / frame_seconds))
-    return min(longest, max(start + round(cfg.min_segment / frame_seconds), last + 1 + after_speech))
-
-
-def end_frame(tokens: list[Token], start: int, frames: int, cfg: EndpointConfig,
-              frame_seconds: float) -> int | None:
-    """Frame where the segment starting at frame `start` with `tokens` ends, if an endpoint
-    rule fires before frame `frames` (frames decoded so far); else None.
-
-    The segment covers frames [start, end); tokens at or after `end` belong to the next one.
-    """
-    last: int | None = None
-    for token in tokens:
-        if token.frame >= (end := deadline(last, start, cfg, frame_seconds)):
-            return end
-        last = token.frame
-    end = deadline(last, start, cfg, frame_seconds)
-    return end if end <= frames else None
-
-
 class Segmenter:
     """One stream's segments: feed each chunk's log-probs with `push`, close with `finish`."""
 
-    def __init__(self, decoder: Decoder, frame_seconds: float, cfg: EndpointConfig | None = None):
-        self.decoder, self.frame_seconds = decoder, frame_seconds
+    def __init__(self, decoder: Decoder, frame_seconds: float, cfg: EndpointConfig | None = None,
+                 lookahead: int = 0):
+        """`lookahead`: the model's lookahead chunk in encoder frames (`Recognizer.lookahead_frames`; 0: none)."""
+        self.decoder, self.frame_seconds, self.lookahead = decoder, frame_seconds, lookahead
         self.cfg = (cfg or EndpointConfig()).validate()
         self.index = 0  # number of the open segment
         self.start = 0  # first frame of the open segment
@@ -134,6 +82,12 @@ class Segmenter:
         self.previous = BLANK  # greedy symbol of the last frame
         self.tokens: list[Token] = []  # greedy tokens of the open segment (for the endpoint rules)
         self.search = decoder.search(0)
+        self.fed = 0  # frames fed into the searches so far
+        self.chunk = (np.zeros((0, 0), np.float32), 0)  # the log-probs being pushed, and the frame they start at
+        judged = self.cfg.trailing_silence is None and decoder.kind == "beam"  # a word LM judges the pauses
+        self.ask = self._ask if judged else None
+        self.verdicts: dict[int, float] = {}  # the open segment's pauses (their last token's frame) -> the word
+        # LM's log10 P(</s>) where each may first end it
         self.heard: list[np.ndarray] = []  # the open segment's log-probs (for its words' confidences)
         self.shown = ""  # open segment text at its last emission
         self.context = Context()  # the finals so far, as the restorer reads the next one after them
@@ -153,20 +107,39 @@ class Segmenter:
         emission = None
         if text:
             after = math.inf if last else end * self.frame_seconds - (words[-1].end if words else 0.0)
+            if self._ends_sentence(end):  # as the word LM judged it: a sentence end, as after a long pause
+                after = max(after, SENTENCE_PAUSE)
             restored = self.decoder.restore(text, words, self.context, after)  # cased and punctuated (None: plain)
             emission = self._emit(restored or text, now, compute_ms, True, min(end * self.frame_seconds, now), words)
             emission.plain = None if restored is None else text
             self.index += 1
         self.tokens = [t for t in self.tokens if t.frame >= end]
-        self.start = end
+        self.start, self.verdicts = end, {}
         self.shown = "" if emission else self.shown  # no final: the reader still has the last partial of this segment
         self.search, self.heard = self.decoder.search(end), []
         return emission
 
-    def _feed(self, logprobs: np.ndarray) -> None:
-        """The open segment's next frames (T, V) into its search."""
-        self.search.push(logprobs)
-        self.heard.append(logprobs)
+    def _ends_sentence(self, end: int) -> bool:
+        """Whether the segment closing at frame `end` ended where the word LM let its sentence end (rule 2)."""
+        last = max((t.frame for t in self.tokens if t.frame < end), default=None)
+        verdict = self.verdicts.get(last) if last is not None else None
+        return verdict is not None and verdict >= self.cfg.sentence_end_logprob
+
+    def _feed(self, upto: int) -> None:
+        """The frames pushed up to frame `upto` (absolute) into the open segment's search."""
+        logprobs, first = self.chunk
+        piece = logprobs[self.fed - first:max(upto, self.fed) - first]
+        self.search.push(piece)
+        self.heard.append(piece)
+        self.fed += piece.shape[0]
+
+    def _ask(self, last: int, end: int) -> float:
+        """The silence that ends the pause after the token at frame `last`, judged by the word LM on the search's
+        best hypothesis at frame `end`, where the pause may first end the segment (asked once a pause)."""
+        if last not in self.verdicts:
+            self._feed(end)
+            self.verdicts[last] = self.search.sentence_end()
+        return self.cfg.silence_for(self.verdicts[last])
 
     def push(self, logprobs: np.ndarray, now: float, compute_ms: float = 0.0, partial: bool = True) -> list[Emission]:
         """One chunk's log-probs (T', V), `now` seconds of the stream heard: the finals of segments
@@ -174,13 +147,13 @@ class Segmenter:
         began = time.perf_counter()
         new, self.previous = greedy_tokens(logprobs, self.previous, self.frames)
         self.tokens.extend(new)
-        total, fed, closed = self.frames + logprobs.shape[0], 0, []
-        while (end := end_frame(self.tokens, self.start, total, self.cfg, self.frame_seconds)) is not None:
-            upto = max(end - self.frames, fed)
-            self._feed(logprobs[fed:upto])
-            fed = upto
+        total, closed = self.frames + logprobs.shape[0], []
+        self.chunk = (logprobs, self.frames)
+        while (end := end_frame(self.tokens, self.start, total, self.cfg, self.frame_seconds, self.ask,
+                                self.lookahead)) is not None:
+            self._feed(end)
             closed.append(self._close(end, now, 0.0))
-        self._feed(logprobs[fed:])
+        self._feed(total)
         self.frames = total
         out = [e for e in closed if e is not None]
         if partial and (text := self.decoder.text(self.search.best())) != self.shown:  # only what changed
@@ -196,7 +169,10 @@ class Segmenter:
         None while nothing is decoded in it (a segment of silence ends without a final)."""
         if not self.tokens:
             return None
-        return deadline(self.tokens[-1].frame, self.start, self.cfg, self.frame_seconds)
+        last = self.tokens[-1].frame
+        judged = last in self.verdicts
+        silence = self.cfg.silence_for(self.verdicts[last]) if judged else self.cfg.first_silence(self.ask is not None)
+        return deadline(last, self.start, self.cfg, self.frame_seconds, silence)
 
     def finish(self, now: float) -> list[Emission]:
         """End of input: close the open segment as final (nothing if it holds no text)."""
@@ -219,7 +195,8 @@ class Stream:
     def __init__(self, recognizer: Recognizer, decoder: Decoder | None = None, cfg: EndpointConfig | None = None,
                  early: bool = True, chunk_samples: int | None = None):
         self.recognizer = recognizer
-        self.segmenter = Segmenter(decoder or Decoder(recognizer.tokenizer), recognizer.frame_seconds, cfg)
+        self.segmenter = Segmenter(decoder or Decoder(recognizer.tokenizer), recognizer.frame_seconds, cfg,
+                                   recognizer.lookahead_frames)
         self.early = early
         self.chunker = Chunker(chunk_samples) if chunk_samples else None
         self.stepper: Stepper | None = None  # made at the first chunk, whose size is the nominal one

@@ -7,19 +7,29 @@
 The network is `asr.training.neural_lm.WordTransformer` (trained by `recipes/lm/neural.py`): adaptive input
 embeddings, pre-norm causal Transformer blocks, an adaptive softmax over the same word clusters. It reads each
 sentence from the boundary at position 0, as it was trained; a sentence longer than the context is read in
-overlapping windows, each word predicted from up to `context - 1` words before it.
+overlapping windows, each word predicted from up to `context - 1` words before it (`asr.decoding.prefix_tree`,
+which also reads an n-best list's shared prefixes once).
+
+Its memory does not grow with the length of what it reads beyond one window of the context: the windows are read
+one at a time, a run of nodes attends to the nodes on its own paths alone (not every node to every node), and the
+projections, attention and softmax are computed a fixed number of rows and words at a time (`Pieces`; any pieces
+give the same scores to float rounding). The weights are a memory map of the file in their stored dtype (float16
+for the bundled LM), so the processes of a server share their pages; each is made float32 as it is used.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
+from asr.decoding.prefix_tree import BOUNDARY, Window, windows  # noqa: F401 (BOUNDARY: the ids' boundary, here too)
 from asr.pretrained import read_safetensors, safetensors_metadata
 
 FORMAT = "asr-word-lm-v1"
-BOUNDARY, UNK = 0, 1  # the ids of the sentence boundary and of every word outside the vocabulary
+UNK = 1  # the id of every word outside the vocabulary (BOUNDARY, 0, is the sentence boundary's)
 
 
 class NeuralLMError(ValueError):
@@ -41,19 +51,33 @@ def _gelu(x: np.ndarray) -> np.ndarray:  # the tanh form, as trained
     return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    x = x - x.max(-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+@dataclass(frozen=True)
+class Pieces:
+    """How much the reading computes at once: memory, not results (any pieces give the same scores to float
+    rounding). At the defaults a window of the bundled LM's holds about 30 MB while it is read where its 64 sentences
+    share no word (8,192 nodes, the most one holds), a typical final's n-best (a few hundred nodes) 5-6 MB."""
+
+    rows: int = 64  # nodes whose projections, attention and feed-forward layer are computed at once (at the most)
+    keys: int = 65536  # (node, key) pairs that one step of attention weighs (fewer nodes where they need more)
+    outputs: int = 128  # (node, next word) pairs whose next-word distributions are computed at once
+    columns: int = 4096  # words of a softmax (the head's, a cluster's) weighed at once
+
+    def validate(self) -> "Pieces":
+        if min(self.rows, self.keys, self.outputs, self.columns) < 1:
+            raise ValueError(f"pieces of at least one row, key, output and column (got {self})")
+        return self
 
 
 class NeuralLM:
-    def __init__(self, weights: dict[str, np.ndarray], config: dict, words: list[str]):
-        self.w, self.cfg = weights, config
+    def __init__(self, weights: dict[str, np.ndarray], config: dict, words: np.ndarray, pieces: Pieces = Pieces()):
+        """`words`: the vocabulary in id order, UTF-8 (a numpy bytes array: 0.6 MB where a dict of its 32k words
+        as strings would be 4 MB)."""
+        self.w, self.cfg, self.pieces = weights, config, pieces.validate()
         self.edges = [0, *config["cutoffs"], config["vocab"]]
         if len(words) != config["vocab"]:
             raise ValueError(f"{len(words)} words for a vocabulary of {config['vocab']}")
-        self.words = words
-        self.vocabulary = {word: i for i, word in enumerate(words)}
+        self._order = np.argsort(words, kind="stable").astype(np.int32)  # ids in the words' sorted order
+        self._sorted = words[self._order]
 
     @staticmethod
     def metadata(path: str | Path) -> dict[str, str]:
@@ -78,118 +102,134 @@ class NeuralLM:
         return set(NeuralLM.metadata(path).get("words", "").split("\n"))
 
     @classmethod
-    def load(cls, path: str | Path) -> "NeuralLM":
+    def load(cls, path: str | Path, pieces: Pieces = Pieces()) -> "NeuralLM":
+        """The LM in a file (its weights memory-mapped); NeuralLMError saying why where it cannot be used."""
         path = cls.check(path)
-        weights, meta = read_safetensors(path, NeuralLMError)
+        weights, meta = read_safetensors(path, NeuralLMError, mapped=True)
         try:
-            return cls(weights, json.loads(meta["config"]), meta["words"].split("\n"))
+            return cls(weights, json.loads(meta["config"]), np.array(meta["words"].encode().split(b"\n")), pieces)
         except (KeyError, ValueError) as err:
             raise NeuralLMError(f"{path}: not a valid neural word LM file ({err})") from None
 
+    def id_of(self, word: str) -> int:
+        """The word's id, UNK where the vocabulary lacks it."""
+        key = word.encode()
+        at = int(np.searchsorted(self._sorted, key))
+        return int(self._order[at]) if at < len(self._sorted) and self._sorted[at] == key else UNK
+
     def ids(self, words: list[str]) -> list[int]:
-        return [self.vocabulary.get(word, UNK) for word in words]
+        return [self.id_of(word) for word in words]
 
     def sentence_logprobs(self, sentences: list[list[int]]) -> np.ndarray:
-        """(N,) natural-log probabilities of N word-id sequences, each read from the boundary and ended by it.
-        An n-best list's sentences share most of their words: each distinct prefix is read once (below)."""
-        if not sentences:
-            return np.zeros(0)
-        if max(len(s) for s in sentences) >= self.cfg["context"]:
-            return self._padded(sentences)
-        return self._shared(sentences)
+        """(N,) natural-log probabilities of N word-id sequences, each read from the boundary and ended by it:
+        window by window (`asr.decoding.prefix_tree`), each distinct prefix once."""
+        scores = np.zeros(len(sentences))
+        if sentences:
+            for window in windows(sentences, self.cfg["context"]):
+                logprob = self._output(self._states(window), window.edge_nodes, window.edge_nexts)
+                np.add.at(scores, window.owners, logprob[window.uses].astype(np.float64))
+        return scores
 
-    def _shared(self, sentences: list[list[int]]) -> np.ndarray:
-        """The sentences' prefix tree read in one pass: each node (a distinct prefix, parents first) at its depth,
-        attending to itself and its ancestors only, which is what it would see in its own sentence."""
-        node = {(): 0}
-        tokens, parents, depths, paths = [BOUNDARY], [-1], [0], []
-        for sentence in sentences:
-            path = [0]
-            for n in range(1, len(sentence) + 1):
-                prefix = tuple(sentence[:n])
-                if prefix not in node:
-                    node[prefix] = len(tokens)
-                    tokens.append(sentence[n - 1]), parents.append(path[-1]), depths.append(n)
-                path.append(node[prefix])
-            paths.append(path)
-        sees = np.zeros((len(tokens), len(tokens)), dtype=bool)
-        for i, parent in enumerate(parents):
-            if parent >= 0:
-                sees[i] = sees[parent]
-            sees[i, i] = True
-        mask = np.where(sees, 0.0, -np.inf).astype(np.float32)
-        h = self._hidden(np.array([tokens]), np.array(depths), mask)[0]  # (nodes, D)
-        edges: dict[tuple[int, int], int] = {}  # (node, next word) -> row; a sentence's end is BOUNDARY
-        for path in paths:
-            for k, here in enumerate(path):
-                edges.setdefault((here, tokens[path[k + 1]] if k + 1 < len(path) else BOUNDARY), len(edges))
-        rows, nexts = (np.array(column) for column in zip(*edges))
-        logprob = self._output(h[rows], nexts)
-        return np.array([sum(logprob[edges[here, tokens[path[k + 1]] if k + 1 < len(path) else BOUNDARY]]
-                             for k, here in enumerate(path)) for path in paths])
-
-    def _padded(self, sentences: list[list[int]]) -> np.ndarray:
-        """The sentences side by side, padded, in windows of the context where one is longer."""
-        T = max(len(s) for s in sentences) + 1
-        x = np.zeros((len(sentences), T), dtype=np.int64)  # BOUNDARY, words, padding (never read: causal)
-        y = np.zeros_like(x)  # words, BOUNDARY, padding
-        for i, s in enumerate(sentences):
-            x[i, 1:len(s) + 1] = s
-            y[i, :len(s)] = s
-        keep = np.arange(T)[None, :] <= np.array([len(s) for s in sentences])[:, None]
-        return (self._logprobs(x, y) * keep).sum(1)
-
-    def _logprobs(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """(B, T) log p(y_t | x_<=t), in windows of the context where T is longer."""
-        C, T = self.cfg["context"], x.shape[1]
-        if T <= C:
-            return self._window(x, y)
-        parts, done = [self._window(x[:, :C], y[:, :C])], C
-        while done < T:
-            end = min(done + C // 2, T)
-            parts.append(self._window(x[:, end - C:end], y[:, end - C:end])[:, C - (end - done):])
-            done = end
-        return np.concatenate(parts, axis=1)
-
-    def _window(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        h = self._hidden(x)  # (B, T, D)
-        return self._output(h.reshape(-1, h.shape[-1]), y.reshape(-1)).reshape(y.shape)
+    def _f32(self, name: str) -> np.ndarray:
+        """Weight `name` as float32 (a copy where it is stored narrower)."""
+        weight = self.w[name]
+        return weight if weight.dtype == np.float32 else weight.astype(np.float32)
 
     def _embed(self, x: np.ndarray) -> np.ndarray:
         out = np.zeros((*x.shape, self.cfg["dim"]), dtype=np.float32)
         for i, (lo, hi) in enumerate(zip(self.edges, self.edges[1:])):
             inside = (x >= lo) & (x < hi)
             if inside.any():
-                vectors = self.w[f"input.emb.{i}.weight"][x[inside] - lo]
-                out[inside] = vectors @ self.w[f"input.proj.{i - 1}.weight"].T if i else vectors
+                vectors = self.w[f"input.emb.{i}.weight"][x[inside] - lo].astype(np.float32)
+                out[inside] = vectors @ self._f32(f"input.proj.{i - 1}.weight").T if i else vectors
         return out
 
-    def _hidden(self, x: np.ndarray, positions: np.ndarray | None = None, mask: np.ndarray | None = None) -> np.ndarray:
-        """(B, T) ids -> (B, T, D): at positions 0..T-1 under the causal mask unless given others."""
-        w, (B, T), heads = self.w, x.shape, self.cfg["heads"]
-        h = self._embed(x) + w["position.weight"][np.arange(T) if positions is None else positions]
-        causal = np.triu(np.full((T, T), -np.inf, dtype=np.float32), 1) if mask is None else mask
-        for i in range(self.cfg["layers"]):
-            p = f"blocks.{i}."
-            a = _layer_norm(h, w[p + "norm1.weight"], w[p + "norm1.bias"]) @ w[p + "qkv.weight"].T + w[p + "qkv.bias"]
-            q, k, v = a.reshape(B, T, 3, heads, -1).transpose(2, 0, 3, 1, 4)  # each (B, H, T, D/H)
-            att = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(q.shape[-1])) + causal
-            att = np.exp(att - att.max(-1, keepdims=True))
-            att = (att / att.sum(-1, keepdims=True)) @ v  # (B, H, T, D/H)
-            h = h + att.transpose(0, 2, 1, 3).reshape(B, T, -1) @ w[p + "out.weight"].T + w[p + "out.bias"]
-            m = _layer_norm(h, w[p + "norm2.weight"], w[p + "norm2.bias"]) @ w[p + "up.weight"].T + w[p + "up.bias"]
-            h = h + _gelu(m) @ w[p + "down.weight"].T + w[p + "down.bias"]
-        return _layer_norm(h, w["norm.weight"], w["norm.bias"])
+    def _states(self, window: Window) -> np.ndarray:
+        """(nodes, D): the last layer's output at each node of the window's tree, each attending to itself and
+        its ancestors; every step a fixed number of nodes (`Pieces`), the activations updated in place."""
+        n, dim, heads = len(window.tokens), self.cfg["dim"], self.cfg["heads"]
+        h = self._embed(window.tokens)
+        h += self.w["position.weight"][window.positions]
+        rows = [slice(i, i + self.pieces.rows) for i in range(0, n, self.pieces.rows)]
+        blocks = list(self._attention_blocks(window))
+        scale = np.float32(np.sqrt(dim // heads))
+        for i in range(self.cfg["layers"]):  # each weight made float32 where it is used, then let go
+            w = lambda name: self._f32(f"blocks.{i}.{name}")  # noqa: E731
+            norm, bias, weight, shift = w("norm1.weight"), w("norm1.bias"), w("qkv.weight"), w("qkv.bias")
+            kv = np.empty((n, 2 * dim), dtype=np.float32)  # every node's key and value
+            for r in rows:
+                kv[r] = _layer_norm(h[r], norm, bias) @ weight[dim:].T + shift[dim:]
+            kv = kv.reshape(n, 2, heads, dim // heads)
+            out, out_shift = w("out.weight"), w("out.bias")
+            for r, keys, seen in blocks:  # the block's nodes, the nodes they attend to, which sees which
+                q = (_layer_norm(h[r], norm, bias) @ weight[:dim].T + shift[:dim]).reshape(-1, heads, dim // heads)
+                k, v = kv[keys, 0].transpose(1, 2, 0), kv[keys, 1].transpose(1, 0, 2)  # (H, D/H, K), (H, K, D/H)
+                att = np.where(seen, q.transpose(1, 0, 2) @ k / scale, -np.inf)  # (H, B, K)
+                att = np.exp(att - att.max(-1, keepdims=True))
+                mixed = (att / att.sum(-1, keepdims=True)) @ v  # (H, B, D/H)
+                h[r] += mixed.transpose(1, 0, 2).reshape(-1, dim) @ out.T + out_shift
+            del kv, weight, out
+            norm, bias, up, up_shift, down, shift = (w(name) for name in ("norm2.weight", "norm2.bias", "up.weight",
+                                                                          "up.bias", "down.weight", "down.bias"))
+            for r in rows:
+                h[r] += _gelu(_layer_norm(h[r], norm, bias) @ up.T + up_shift) @ down.T + shift
+            del up, down
+        norm, bias = self._f32("norm.weight"), self._f32("norm.bias")
+        for r in rows:
+            h[r] = _layer_norm(h[r], norm, bias)
+        return h
 
-    def _output(self, h: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """(N, D) states and (N,) next words -> (N,) log-probs: the head's for its words, and for a cluster's word
-        the head's log-prob of the cluster plus the cluster's own of the word."""
-        head = _log_softmax(h @ self.w["output.head.weight"].T + self.w.get("output.head.bias", 0.0))
-        shortlist = self.edges[1]
-        out = head[np.arange(len(y)), np.minimum(y, shortlist - 1)]
-        for i, (lo, hi) in enumerate(zip(self.edges[1:], self.edges[2:])):
-            rows = np.nonzero((y >= lo) & (y < hi))[0]
-            if len(rows):
-                tail = _log_softmax(h[rows] @ self.w[f"output.tail.{i}.0.weight"].T @ self.w[f"output.tail.{i}.1.weight"].T)
-                out[rows] = head[rows, shortlist + i] + tail[np.arange(len(rows)), y[rows] - lo]
+    def _attention_blocks(self, window: Window) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
+        """The window's nodes in runs (slice) that attend together: with the nodes any of them attends to (K,
+        ascending: their ancestors and themselves) and (B, K) which node sees which; a run halved until B x K is
+        within `Pieces.keys`. Nodes made one after another lie on few paths, so K stays near B + the context."""
+        n, start, size = len(window.tokens), 0, self.pieces.rows
+        while start < n:
+            nodes = np.arange(start, min(start + size, n))
+            ancestors = window.ancestors(nodes)  # (B, L), -1 past the root
+            keys = np.unique(ancestors[ancestors >= 0])
+            if len(nodes) * len(keys) > self.pieces.keys and size > 1:
+                size //= 2
+                continue
+            seen = np.zeros((len(nodes), len(keys)), dtype=bool)
+            row, column = np.nonzero(ancestors >= 0)
+            seen[row, np.searchsorted(keys, ancestors[row, column])] = True
+            yield slice(start, start + len(nodes)), keys, seen
+            start, size = start + len(nodes), self.pieces.rows
+
+    def _output(self, h: np.ndarray, nodes: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """(nodes, D) states, and (E,) nodes with the (E,) next words wanted after them -> (E,) log-probs: the
+        head's for its words, and for a cluster's word the head's log-prob of the cluster plus the cluster's own
+        of the word; `Pieces.outputs` rows at a time."""
+        edges, out = self.edges, np.empty(len(y), dtype=np.float32)
+        which = np.searchsorted(edges, y, side="right") - 1  # 0: a word of the head's, i + 1: of cluster i
+        head_picks = np.where(which == 0, y, edges[1] + which - 1)  # a cluster's word: the cluster's own entry
+        for start in range(0, len(y), self.pieces.outputs):
+            piece = slice(start, start + self.pieces.outputs)
+            states, words, clusters = h[nodes[piece]], y[piece], which[piece]
+            got = self._picked(states, "output.head.weight", head_picks[piece], self.w.get("output.head.bias"))
+            for i, lo in enumerate(edges[1:-1]):
+                rows = np.nonzero(clusters == i + 1)[0]
+                if len(rows):
+                    small = states[rows] @ self._f32(f"output.tail.{i}.0.weight").T
+                    got[rows] += self._picked(small, f"output.tail.{i}.1.weight", words[rows] - lo)
+            out[piece] = got
         return out
+
+    def _picked(self, x: np.ndarray, name: str, picks: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        """(R, d) inputs -> (R,) log_softmax(x @ W.T + bias)[r, picks[r]] for the weight W (V, d) called `name`,
+        `Pieces.columns` of its V outputs at a time (float32 copies of those alone), the normaliser summed as
+        they go."""
+        weight, columns = self.w[name], self.pieces.columns
+        peak = np.full(len(x), -np.inf, dtype=np.float32)
+        total, picked = np.zeros(len(x), dtype=np.float32), np.empty(len(x), dtype=np.float32)
+        for start in range(0, len(weight), columns):
+            z = x @ np.asarray(weight[start:start + columns], dtype=np.float32).T
+            if bias is not None:
+                z += bias[start:start + columns]
+            inside = np.nonzero((picks >= start) & (picks < start + columns))[0]
+            picked[inside] = z[inside, picks[inside] - start]
+            top = np.maximum(peak, z.max(1))
+            total = total * np.exp(peak - top) + np.exp(z - top[:, None]).sum(1)
+            peak = top
+        return picked - peak - np.log(total)

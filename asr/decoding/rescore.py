@@ -29,6 +29,24 @@ from flashlight.lib.text.dictionary import Dictionary
 
 from asr.decoding.lm_binary import open_kenlm
 from asr.decoding.neural_lm import UNK, NeuralLM, is_neural_lm
+from asr.model.folder import folder_lm, folder_rescore_lm
+from asr.pretrained import default_rescore_lm_path
+
+
+def paired_second_pass(lm: str | Path | None, model: str | Path | None = None) -> Path | None:
+    """The second-pass LM that goes with a search of acoustic model `model` (None: the bundled one; a model folder;
+    a file) with the first-pass word LM `lm` as the tools name it ("bundled": the bundled LM, what they search with
+    unless told otherwise; a path; None: no search), where no second pass is asked for by name. The one place that
+    pairs them, for every tool, `asr.finetune` and the benchmarks:
+
+    - the bundled LM: the bundled second pass (`default.rescore.safetensors`, where the package ships one);
+    - a model folder's own LM (`asr.model.folder`): the folder's `rescore.safetensors`, where it has one;
+    - any other LM (one named with --lm, even the bundled file by its path), or none: no second pass.
+    """
+    if lm == "bundled":
+        return default_rescore_lm_path()
+    own = folder_rescore_lm(model)  # only beside the folder's own LM
+    return own if own is not None and lm is not None and Path(lm) == folder_lm(model) else None
 
 
 @dataclass(frozen=True)
@@ -36,9 +54,9 @@ class RescoreConfig:
     """The second pass's LM and weights; the weights are tuned with the first pass's on a held-out speaker
     (`asr.training.tune_lm --rescore`)."""
 
-    lm: str | None = "bundled"  # the second LM (ARPA, KenLM's binary, or a neural LM's .safetensors); "bundled": the one shipped beside the
-    # bundled word LM, where the first pass searches with that LM and the package ships one, or a model folder's own
-    # beside its own LM (Decoder.load); None: none
+    lm: str | None = "bundled"  # the second LM (ARPA, KenLM's binary, or a neural LM's .safetensors); "bundled":
+    # the one that goes with the first pass's LM (`paired_second_pass`: the bundled one after the bundled LM, a model
+    # folder's own after its own LM, else none); None: none
     weight: float = 1.25  # the second LM's weight. The three tuned for the bundled model, LM and neural LM
     first_weight: float = 0.75  # (2026-12-07) on LibriSpeech speaker 8226's whole utterances, 64-best, the word
     word_score: float = -1.0  # score held at the search's: 9.81% WER -> 7.73 (1 / 1: 7.79; 0.75 / 2: 7.98)
@@ -87,7 +105,7 @@ class Rescorer:
 
     def _neural_id(self, label: int) -> int:
         if label not in self._ids:
-            self._ids[label] = self.lm.vocabulary.get(self.words.get_entry(label), UNK) if label < self.unk else UNK
+            self._ids[label] = self.lm.id_of(self.words.get_entry(label)) if label < self.unk else UNK
         return self._ids[label]
 
     @classmethod

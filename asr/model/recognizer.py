@@ -71,6 +71,11 @@ class Recognizer:
         return self.fbank.cfg.hop_length * self.model.cfg.subsampling / self.fbank.cfg.sample_rate
 
     @property
+    def lookahead_frames(self) -> int:
+        """The chunk inside which a frame looks ahead, in encoder frames (0: a strictly causal model)."""
+        return self.model.cfg.chunk
+
+    @property
     def lookahead_ms(self) -> float:
         """The chunk inside which a frame looks ahead, in ms (0: a strictly causal model)."""
         return self.model.cfg.chunk * self.frame_seconds * 1000

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import mmap
 import os
 import struct
 from importlib import resources
@@ -62,30 +64,47 @@ def path_key(path: Path, size: int = 12) -> str:
     return hashlib.blake2b(str(Path(path).resolve()).encode(), digest_size=size).hexdigest()
 
 
-def read_safetensors(path: Path, error: type[Exception] = ValueError) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def read_safetensors(path: Path, error: type[Exception] = ValueError,
+                     mapped: bool = False) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """(tensors, metadata) of a safetensors file, read with numpy alone (the `safetensors` package is a training
-    dependency): float16 tensors as float32; `error` with a one-line reason where it is not one."""
-    data = path.read_bytes()
-    header, size = _header(data, path, error)
+    dependency; the header is JSON and the tensors raw numbers, so nothing is ever unpickled); `error` with a
+    one-line reason where it is not one. Read: float16 tensors as float32, each tensor a copy. `mapped`: each
+    tensor a read-only view, in its stored dtype, of one memory map of the file, so that processes that load the
+    same file share its pages and a tensor costs memory only where it is read (a file is then replaced by writing a
+    new one and renaming it over, as the exports do, never rewritten in place under a process that maps it)."""
+    if mapped:
+        header, size = _file_header(path, error)
+        with open(path, "rb") as f:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)  # kept open by the arrays that view it
+    else:
+        data = path.read_bytes()
+        header, size = _header(data, path, error)
     meta = header.pop("__metadata__", {}) or {}
-    body, tensors = memoryview(data)[8 + size:], {}
+    tensors = {}
     for name, spec in header.items():
         dtype = _DTYPES.get(spec.get("dtype"))
         if dtype is None:
             raise error(f"{path}: tensor {name} has unsupported dtype {spec.get('dtype')}")
-        start, end = spec["data_offsets"]
-        array = np.frombuffer(body[start:end], dtype=dtype).reshape(spec["shape"])
-        tensors[name] = array.astype(np.float32) if array.dtype == np.float16 else array.copy()
+        shape, (start, end) = spec["shape"], spec["data_offsets"]
+        count = math.prod(shape)
+        if not 0 <= start <= end <= len(data) - 8 - size or end - start != count * np.dtype(dtype).itemsize:
+            raise error(f"{path}: tensor {name}'s data does not match its shape {shape} (a damaged file?)")
+        array = np.frombuffer(data, dtype=dtype, count=count, offset=8 + size + start).reshape(shape)
+        tensors[name] = array if mapped else array.astype(np.float32) if array.dtype == np.float16 else array.copy()
     return tensors, meta
 
 
 def safetensors_metadata(path: Path, error: type[Exception] = ValueError) -> dict[str, str]:
     """The metadata of a safetensors file, its header alone read (a check before anything loads)."""
+    return _file_header(path, error)[0].get("__metadata__", {}) or {}
+
+
+def _file_header(path: Path, error: type[Exception]) -> tuple[dict, int]:
+    """(header, its size in bytes) of a safetensors file, the header alone read."""
     with open(path, "rb") as f:
         start = f.read(8)
         size = struct.unpack("<Q", start)[0] if len(start) == 8 else 0
-        header, _ = _header(start + f.read(min(size, 1 << 26)), path, error)
-    return header.get("__metadata__", {}) or {}
+        return _header(start + f.read(min(size, 1 << 26)), path, error)
 
 
 def _header(data: bytes, path: Path, error: type[Exception]) -> tuple[dict, int]:

@@ -50,7 +50,7 @@ class Recognition:
         decoder = self.decoder.spoken() if spoken_form else self.decoder
         if hotwords:
             decoder = decoder.with_hotwords(parse_hotwords(hotwords, "hotwords", self.recognizer.tokenizer))
-        segmenter = Segmenter(decoder, self.recognizer.frame_seconds, self.endpoint)
+        segmenter = Segmenter(decoder, self.recognizer.frame_seconds, self.endpoint, self.recognizer.lookahead_frames)
         return Stream(self.recognizer.initial_state(), segmenter)
 
     def advance(self, streams: list[Stream], chunks: list[np.ndarray],

@@ -8,7 +8,7 @@ A lexicon file is plain text, one pronunciation a line, a word on several lines 
     TOMATO T AH M EY T OW
 
 Words are in the form `asr.text.normalize.normalize` gives (upper case, apostrophes); phones carry no stress
-marks. `python -m asr.training.lexicon` builds one from CMUdict; words outside it are spelled by the G2P
+marks. `python -m asr.training.g2p.lexicon` builds one from CMUdict; words outside it are spelled by the G2P
 (`asr.text.g2p`), which a `Lexicon` consults when it is given one. Torch-free.
 """
 from __future__ import annotations

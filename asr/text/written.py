@@ -3,7 +3,7 @@
     WrittenForm()("I paid twenty five dollars at three thirty.")    # 'I paid $25 at 3:30.'
 
 It is damga's English inverse normaliser (precompiled grammars run by its own native library: no pynini,
-no torch; chosen by measurement, benchmarks/itn_choice.md), on the restorer's cased, punctuated text, with:
+no torch; chosen by measurement, benchmarks/itn/itn_choice.md), on the restorer's cased, punctuated text, with:
 - the restorer's habits undone where they hide a number from the grammar ("a. m.", and a comma inside a
   number: "nine, oh, five");
 - two mistakes of damga 1.0.5 mended ("two thousand and five hundred" -> "2005 hundred"; compound minutes
@@ -16,7 +16,7 @@ no torch; chosen by measurement, benchmarks/itn_choice.md), on the restorer's ca
   -> 1465, "thirteen oh five" -> 1305, "fourteen hundred" -> 1400), where damga writes only some ("nineteen
   ninety nine" but not "fourteen sixty five"); ELEVEN and TWELVE are left to damga, which reads them as times.
 One to nine stay words, as do first to ninth (AP style, damga's default); money, percentages, decimals,
-times, dates and years are written in figures. `benchmarks/itn.md` measures it.
+times, dates and years are written in figures. `benchmarks/itn/itn.md` measures it.
 """
 from __future__ import annotations
 

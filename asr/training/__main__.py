@@ -17,7 +17,7 @@ from omegaconf import DictConfig  # noqa: E402
 from asr.corpus.manifest import ManifestError  # noqa: E402
 from asr.text.g2p import G2PError  # noqa: E402
 from asr.text.lexicon import LexiconError  # noqa: E402
-from asr.training.train import train  # noqa: E402
+from asr.training.acoustic.train import train  # noqa: E402
 
 
 @hydra.main(config_path="../../conf", config_name="train", version_base="1.3")

@@ -3,7 +3,7 @@
     python recipes/lm/build.py [--data-root ../shared/data] [--work data/lm] [--out asr/pretrained/default.arpa.gz]
                                [--min-counts 2 3] [--from-stage N]
 
-1. text: the books (`books/part-*.txt.xz`) as normalised sentences, one a line (`asr.training.book_text`), and
+1. text: the books (`books/part-*.txt.xz`) as normalised sentences, one a line (`asr.training.lm.book_text`), and
    the in-domain text: the text pool's training side (recipes/synthetic/prepare.py --text-only) and every
    transcript of the real training corpora (recipes/native/lm.py), nothing of a dev set;
 2. vocab: LibriSpeech's 200k-word vocabulary (the words the normaliser keeps: not DR, ST), every word of the
@@ -33,10 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from asr.corpus.manifest import read_manifest  # noqa: E402
 from asr.text.normalize import normalize  # noqa: E402
-from asr.training import kneser_ney as kn  # noqa: E402
-from asr.training.book_text import book_paragraphs, book_sentences  # noqa: E402
+from asr.training.lm import kneser_ney as kn  # noqa: E402
+from asr.training.lm.book_text import book_paragraphs, book_sentences  # noqa: E402
 from asr.decoding.lm_binary import beside, matches, stamp, write_binary  # noqa: E402
-from asr.training.ngram import BOS, EOS, UNK, UNK_ID, BackoffModel, interpolate, perplexity, write_arpa  # noqa: E402
+from asr.training.lm.ngram import BOS, EOS, UNK, UNK_ID, BackoffModel, interpolate, perplexity, write_arpa  # noqa: E402
 from recipes.native.lm import sentences as in_domain_sentences  # noqa: E402
 
 DEV_SETS = {"speechocean762 dev": "speechocean762/dev.jsonl", "dev-clean-2": "librispeech/dev-clean-2.jsonl"}

@@ -9,7 +9,7 @@
    (`<work>/neural/words.txt`, --vocab ids in all);
 3. ids: every sentence as word ids after a boundary, one uint16 array (`<work>/neural/ids.npy`, ~90 MB), the
    books first and the in-domain text last (where it starts: `ids.json`);
-4. train: `asr.training.neural_lm.train` for --minutes, from the state folder where it holds one (weights, step and
+4. train: `asr.training.lm.neural.train` for --minutes, from the state folder where it holds one (weights, step and
    schedule: the run goes on across working periods), which it writes back every --save-minutes and at the end;
    each save also scores the dev sets' transcripts (perplexity: validation, never trained on) into
    `<state>/log.jsonl`;
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             run()
     if a.to_stage <= 3:
         return 0
-    from asr.training.neural_lm import export, train  # torch: only for stages 4 and 5
+    from asr.training.lm.neural import export, train  # torch: only for stages 4 and 5
 
     words = read_words(a.work)
     split = json.loads((a.work / "neural" / "ids.json").read_text())["in_domain_from"]

@@ -7,7 +7,7 @@ It runs the recipe of asr/pretrained/MODEL_CARD.md step by step: the synthetic c
 (mixture_refine); stage 4 (mixture_regularised_probe, then mixture_regularised); soup34, the mean of
 stages 3 and 4; stage 5 (mixture_warp_silence) from soup34; the mean of soup34 and stage 5 (the default
 model); the word LM. A finished step leaves <work>/reproduce/<step>.done and is skipped from then on. A
-training step that was cut off resumes from its last checkpoint (`asr.training.train` does that by
+training step that was cut off resumes from its last checkpoint (`asr.training.acoustic.train` does that by
 itself), so after an interruption run the same command again.
 
 The results are <work>/default.safetensors and <work>/default.arpa; copy them over asr/pretrained/ to
@@ -36,7 +36,7 @@ def plan(work: Path, data: Path, python: str, tts_python: str, extra: list[str])
     """Every step of the default model's recipe, in order."""
 
     def model(run: str) -> Path:
-        return work / run / "model.safetensors"  # asr.training.train's export: the run's best dev CER
+        return work / run / "model.safetensors"  # asr.training.acoustic.train's export: the run's best dev CER
 
     def train(name: str, experiment: str, init_from: Path | None, *overrides: str) -> Step:
         command = [python, "-m", "asr.training", f"experiment={experiment}", f"run_dir={work / experiment}",

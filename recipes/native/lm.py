@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from asr.corpus.manifest import read_manifest  # noqa: E402
 from asr.text.normalize import normalize  # noqa: E402
-from asr.training.config import compose_config  # noqa: E402
-from asr.training.lm import build_arpa, read_sentences  # noqa: E402
+from asr.training.acoustic.config import compose_config  # noqa: E402
+from asr.training.lm.build import build_arpa, read_sentences  # noqa: E402
 
 
 def real_sources(experiment: str, data_root: Path) -> list:

@@ -24,7 +24,7 @@ from asr.corpus.manifest import read_manifest  # noqa: E402
 from asr.decoding.ctc import greedy_decode  # noqa: E402
 from asr.text.normalize import normalize  # noqa: E402
 from asr.text.tokenizer import Tokenizer  # noqa: E402
-from asr.training.teacher import TeacherCache  # noqa: E402
+from asr.training.acoustic.whisper.teacher import TeacherCache  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,7 @@
 Each writes `recipes/phones/ARM/start/` (model.safetensors, float16, and state.json), the folder that the arm's
 first `recipes/voices/continue.py --fork-from ... --new-schedule` period starts from. a: the shipped model
 (the reference). b and c: the model's tokenizer is kind "phone" (`--no-word-boundary`: without the "|" unit)
-and carries the lexicon (`--lexicon`, built by `python -m asr.training.lexicon`); the bundled G2P spells the
+and carries the lexicon (`--lexicon`, built by `python -m asr.training.g2p.lexicon`); the bundled G2P spells the
 words it lacks.
 
 b: the shipped model's tensors (CMVN, front end, blocks, final norm) under a new output layer over the phones,
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"start: {out} (arm a: the shipped model)", file=sys.stderr)
         return 0
     if not a.lexicon.is_file():
-        p.error(f"--lexicon {a.lexicon}: no such file (python -m asr.training.lexicon --out {a.lexicon})")
+        p.error(f"--lexicon {a.lexicon}: no such file (python -m asr.training.g2p.lexicon --out {a.lexicon})")
     encoder, tokenizer = phone_model(a.arm, a.lexicon, not a.no_word_boundary)
     info = {"arm": a.arm, "from": "asr/pretrained/default.safetensors" if a.arm == "b" else "new weights, shipped CMVN",
             "word_boundary": tokenizer.word_boundary, "lexicon_words": len(tokenizer.lexicon)}

@@ -8,7 +8,7 @@ the state committed in recipes/voices/state/ (else period 1: the shipped model g
 training-side sentences after the slices already used, new blends seeded by the period's number);
 (3) trains for --minutes of wall time (augmentation variants rendered first); (4) scores the period's model
 on dev (greedy and beam), FSDD test and the committed check sets (benchmarks/check_sets); (5) appends its
-row to benchmarks/training_progress.jsonl; (6) writes the new state (fp16 weights, step, schedule, slices)
+row to benchmarks/voices/training_progress.jsonl; (6) writes the new state (fp16 weights, step, schedule, slices)
 into recipes/voices/state/, ready to commit. Each phase leaves a marker, so the same command after an
 interruption resumes at the phase it stopped in. See recipes/voices/README.md.
 """
@@ -28,7 +28,8 @@ from subprocess import STDOUT
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from asr.training import carry, hardware  # noqa: E402
+from asr.training import hardware  # noqa: E402
+from asr.training.acoustic import carry  # noqa: E402
 
 ENGINES_BASE = ["espeak", "flite", "festival", "hibari", "piper"]
 PHASES, BLEND_SEED_BASE = carry.PHASES, carry.BLEND_SEED_BASE
@@ -73,11 +74,11 @@ def build_data(a: argparse.Namespace, period: dict, work: Path) -> None:
         sys.exit(f"continue: error: {kokoro['manifest']} holds another slice ({made}), not {kokoro}")
     kokoro.update(end=made["end"], hours=made["hours"], utterances=made["utterances"])
     if a.teacher:  # the teacher's frames of every training utterance not cached yet (new renderings)
-        from asr.training.config import compose_config  # noqa: PLC0415 (Hydra and torch: only here)
+        from asr.training.acoustic.config import compose_config  # noqa: PLC0415 (Hydra and torch: only here)
 
         sources = compose_config([f"experiment={a.experiment}", *data_overrides(a, period)]).data.train
-        run([sys.executable, "-m", "asr.training.teacher", "--out", str(a.teacher), "--teacher", a.teacher_model,
-             "--jobs", str(a.jobs), *sorted({str(s.manifest) for s in sources})], work / "teacher.log")
+        run([sys.executable, "-m", "asr.training.acoustic.whisper.teacher", "--out", str(a.teacher),
+             "--teacher", a.teacher_model, "--jobs", str(a.jobs), *sorted({str(s.manifest) for s in sources})], work / "teacher.log")
 
 
 def data_overrides(a: argparse.Namespace, period: dict) -> list[str]:
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-sets", type=Path, default=ROOT / "benchmarks" / "check_sets")
     p.add_argument("--kathleen", type=Path, metavar="MANIFEST",
                    help="also score Kathleen's held-out prompts (data/kathleen/kathleen.jsonl: recipes/phones/kathleen.py)")
-    p.add_argument("--progress", type=Path, default=ROOT / "benchmarks" / "training_progress.jsonl")
+    p.add_argument("--progress", type=Path, default=ROOT / "benchmarks" / "voices" / "training_progress.jsonl")
     p.add_argument("--skip-data", action="store_true", help="use the corpora already on disk (tests)")
     p.add_argument("--no-synthetic", action="store_true",
                    help="the experiment has no synthetic corpora (conf/experiment/crf.yaml): nothing is rendered and "

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from asr.corpus.manifest import read_manifest, write_manifest  # noqa: E402
-from asr.training import carry  # noqa: E402
+from asr.training.acoustic import carry  # noqa: E402
 
 OPUS_LEVEL = 0.985  # libsndfile's Opus compression level: about 11.7 kbit/s for 16 kHz speech (0.975: 13.9)
 RESULTS = ("last.safetensors", "candidate.safetensors", "period.json", "step_times.json", "train.log")

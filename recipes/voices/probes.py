@@ -15,7 +15,7 @@ Every model is scored on speechocean762 dev, the FSDD test split, the synthetic 
 Kokoro English check set (held-out voices): the shipped model and the curve's greedy and with the bundled
 word LM, the sizing runs greedy. Each run, each score and
 the report are steps (asr.training.recipe): a finished one is skipped, a cut-off training run resumes
-from its last checkpoint. The results are merged into <report-dir>/probes.json (default benchmarks/),
+from its last checkpoint. The results are merged into <report-dir>/probes.json (default benchmarks/voices/),
 keyed run@rendering, so figures measured on other machines stay beside this one's; probes.md and
 data_curve.png are written from all of them.
 """
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=0, help="score only the first N utterances of each set (0: all)")
     p.add_argument("--extra", action="append", default=[], metavar="KEY=VALUE",
                    help="override for every training run, placed before the run's own (its data, steps)")
-    p.add_argument("--report-dir", type=Path, default=ROOT / "benchmarks",
+    p.add_argument("--report-dir", type=Path, default=ROOT / "benchmarks" / "voices",
                    help="where probes.json (merged with the results already there), probes.md and data_curve.png go")
     p.add_argument("--dry-run", action="store_true", help="list the steps, which are done, and their commands")
     a = p.parse_args(argv)

@@ -70,8 +70,9 @@ class AB(NamedTuple):
 
 SPEECHOCEAN_DEV = ("dev_beam", "dev_greedy", "speechocean762 dev")
 ABS = {
-    "ab": AB("ab", "Starting points and lookahead", "the carried run", "training_progress.jsonl", 12, "training_progress_reference.json", [
-        Arm("a", "the carried run, continued", "training_progress.jsonl", True, "recipes/voices/state", 0.869),
+    "ab": AB("ab", "Starting points and lookahead", "the carried run", "voices/training_progress.jsonl", 12,
+             "voices/training_progress_reference.json", [
+        Arm("a", "the carried run, continued", "voices/training_progress.jsonl", True, "recipes/voices/state", 0.869),
         Arm("b", "+ lookahead inside 480 ms chunks", "ab/lookahead.jsonl", True, "recipes/ab/lookahead/state", 0.902),
         Arm("c", "Whisper tiny.en's encoder", "ab/whisper_tiny.jsonl", False, "recipes/ab/whisper_tiny/state", 1.351),
         Arm("d", "Whisper base's encoder (or base teaching c)", "ab/whisper_base.jsonl", False,

@@ -1,7 +1,7 @@
 """Batched transcription against the per-file path: wall time, throughput, peak memory, the same text.
 
     python scripts/bench/batched.py [--manifest ../shared/data/speechocean762/dev.jsonl] [--limit 500]
-                                    [--out benchmarks] [--allow-load]
+                                    [--out benchmarks/transcribe] [--allow-load]
 
 Runs `python -m asr.transcribe` on the manifest's first `--limit` files as a user would (model loading
 included), each run in a fresh process whose peak RSS is its own and its workers' (bench/peak.py), greedy and
@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--manifest", type=Path, default=DEV, help="utterances to transcribe (default: speechocean762 dev)")
     parser.add_argument("--limit", type=int, default=500, help="its first N files (default 500)")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks", help="where batched.json and batched.md go")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "transcribe",
+                        help="where batched.json and batched.md go")
     args = quiet.parse_guarded(parser, argv, "batched")
     if not args.manifest.is_file():
         parser.error(f"{args.manifest}: no such manifest")

@@ -1,7 +1,7 @@
 """The least CPU a served stream costs, and so the most streams the cores could carry.
 
     python scripts/bench/ceiling.py [--rows 1 2 4 8 16 32 64] [--seconds 20] [--int8] [--clients 40]
-                                    [--socket-seconds 15] [--out benchmarks/]
+                                    [--socket-seconds 15] [--out benchmarks/serve]
 
 Two parts of every 500 ms chunk of every stream, each measured on its own, with nothing else between:
 
@@ -39,7 +39,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ folder: `bench` package
 
-from bench.serve import RATE, client, speech  # noqa: E402
+from bench.serve import client  # noqa: E402
+from bench.speech import RATE, speech  # noqa: E402
 from bench.server_process import ROOT  # noqa: E402
 
 CHUNK = RATE // 2  # asr.serve's step: 500 ms
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--int8", action="store_true", help="the export's int8 graph")
     p.add_argument("--clients", type=int, default=40, help="clients of the bare socket server")
     p.add_argument("--socket-seconds", type=float, default=15.0, help="audio each of them streams")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "serve")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415
     args = quiet.parse_guarded(p, argv, "ceiling")  # committed figures: only on a quiet machine

@@ -1,5 +1,5 @@
 """The robustness benchmark's conditions (issue 89): each one a seeded function of an utterance's 16 kHz wave,
-made of `asr.training.channel`'s transforms and of the *test* side of the noise folder only
+made of `asr.training.acoustic.channel`'s transforms and of the *test* side of the noise folder only
 (`channel.pools(root, "test")`: held-out rooms and microphones, the last 30% of each noise recording), so no
 room, microphone or stretch of noise that training hears is ever played here.
 
@@ -21,7 +21,7 @@ import numpy as np
 from asr.audio import SAMPLE_RATE
 from asr.audio.files import load_audio
 from asr.corpus.manifest import Utterance
-from asr.training import channel
+from asr.training.acoustic import channel
 
 SEED = 0  # mixed into every seed: change it to draw a different (equally fixed) rendering
 SIDE = "test"  # the side of channel.pools the benchmark plays; training plays the other

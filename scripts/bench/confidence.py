@@ -1,6 +1,6 @@
 """Are the word confidences calibrated? Right against wrong words of the bundled model on speechocean762 dev.
 
-    python scripts/bench/confidence.py [--limit N] [--out benchmarks]
+    python scripts/bench/confidence.py [--limit N] [--out benchmarks/confidence]
 
 Each dev utterance goes through `asr.load(...).transcribe` (the tools' streaming path); its words are
 aligned to the reference (jiwer, normalised words) and a hypothesis word counts as right where the
@@ -85,7 +85,7 @@ def section(name: str, confidence: np.ndarray, right: np.ndarray, index: np.ndar
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--limit", type=int, default=0, help="only the first N dev utterances (0: all 500)")
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "confidence")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415
     args = quiet.parse_guarded(parser, argv, "confidence")  # committed figures: only on a quiet machine

@@ -7,8 +7,9 @@
 Streams the first --limit utterances of speechocean762 dev and LibriSpeech dev-clean-2, each followed by 3 s of
 faint noise, through the tools' emission loop in 500 ms chunks (the word-LM search, endpointing, 1 thread), as
 `scripts/benchmark.py` measures its end of speech -> final (bench.ours.endpoint_delays), and prints per model and
-trailing silence: the delay from the last word's end to its final (median, p95) and how many utterances the
-endpointer closed (the others ended only with the input). A
+rule (the tools' rules, as the word LM judges, or each --trailing-silence fixed: `EndpointConfig.fixed`): the delay
+from the last word's end to its final (median, p95) and how many utterances the endpointer closed (the others ended
+only with the input); `scripts/bench/turns.py` adds the WER and the cuts. A
 model with lookahead computes a chunk's frames only once the whole chunk has arrived, so its endpoints wait for
 the end of the chunk that holds them: this puts the cost of that wait beside a model that has none.
 M: a .safetensors file or an exported ONNX folder (default: the bundled model, with the bundled LM and weight).
@@ -36,11 +37,11 @@ CHUNK = 8000  # 500 ms at 16 kHz, as the tools step
 SET_NAMES = ("speechocean762-dev", "librispeech-dev-clean-2")
 
 
-def finals_row(recognizer: Recognizer, decoder: Decoder, clips: list, trailing_silence: float) -> dict:
+def finals_row(recognizer: Recognizer, decoder: Decoder, clips: list, trailing_silence: float | None) -> dict:
     """End of speech -> final as the benchmark reports it (`endpoint_stats`: n endpointed, median, p95, max in s,
-    not_endpointed)."""
-    return endpoint_stats(*endpoint_delays(recognizer, decoder, clips, CHUNK,
-                                           cfg=EndpointConfig(trailing_silence=trailing_silence)))
+    not_endpointed), with a fixed trailing silence (`EndpointConfig.fixed`) or, for None, the tools' rules."""
+    cfg = EndpointConfig() if trailing_silence is None else EndpointConfig.fixed(trailing_silence)
+    return endpoint_stats(*endpoint_delays(recognizer, decoder, clips, CHUNK, cfg=cfg))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline-lm", help="the second model's word LM (default: the bundled one)")
     p.add_argument("--baseline-lm-weight", type=float, default=BeamConfig().lm_weight)
     p.add_argument("--baseline-word-score", type=float, default=BeamConfig().word_score)
-    p.add_argument("--trailing-silence", type=float, nargs="+", default=[EndpointConfig().trailing_silence])
+    p.add_argument("--trailing-silence", type=float, nargs="+", default=[None],
+                   help="fixed trailing silences, the rule before 2026-12-08 (default: the tools' rules, as the word "
+                        "LM judges; scripts/bench/turns.py compares them)")
     p.add_argument("--limit", type=int, default=30, help="utterances per set")
     p.add_argument("--rescore-off-too", action="store_true", help="each model also without its second pass")
     args = p.parse_args(argv)
@@ -71,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             decoder = Decoder.load(recognizer.tokenizer, lm, beam, restorer=None, rescore=rescore)
             for silence in args.trailing_silence:
                 row = finals_row(recognizer, decoder, clips, silence)
-                print(f"| {name}{label} | {silence:g} | {row['median']:.2f} / {row['p95']:.2f} | "
+                shown = "by the LM" if silence is None else f"{silence:g}"
+                print(f"| {name}{label} | {shown} | {row['median']:.2f} / {row['p95']:.2f} | "
                       f"{row['n']} / {row['not_endpointed']} |", flush=True)
     return 0
 

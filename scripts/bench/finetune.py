@@ -2,7 +2,7 @@
 met, how many minutes it takes, and what it costs on general speech.
 
     python scripts/bench/finetune.py [--cases speaker domain] [--minutes 20] [--threads 2] [--general-limit N]
-                                     [--work runs/bench_finetune] [--out benchmarks] [--model M] [--smoke]
+                                     [--work runs/bench_finetune] [--out benchmarks/finetune] [--model M] [--smoke]
                                      [--outside DIR] [--guard auto|replay|distill|l2sp|none] [--guard-weight W]
                                      [--speaker ID --speaker-manifest M.jsonl]
 
@@ -47,8 +47,9 @@ from bench import quiet  # noqa: E402
 
 from asr import api  # noqa: E402
 from asr.corpus.manifest import read_manifest  # noqa: E402
-from asr.model.folder import folder_lm, folder_rescore_lm  # noqa: E402
-from asr.pretrained import default_lm_path, default_rescore_lm_path  # noqa: E402
+from asr.decoding.rescore import paired_second_pass  # noqa: E402
+from asr.model.folder import folder_lm  # noqa: E402
+from asr.pretrained import default_lm_path  # noqa: E402
 from asr.training.finetune.pipeline import tools_decoder  # noqa: E402
 from asr.training.finetune.report import score  # noqa: E402
 
@@ -106,15 +107,16 @@ def domain_corpus(folder: Path, minutes: float, sentences: int | None, seed: int
     return folder
 
 
-def general_scores(model: str | Path | None, sets: dict[str, list], lm: Path, threads: int, keep: Path) -> dict:
-    """WER on each general set: greedy, and beam with `lm` then the model's second pass where it has one, as the
-    tools decode (kept in `keep`, reused while the sets are the same)."""
+def general_scores(model: str | Path | None, sets: dict[str, list], lm: Path | str, threads: int, keep: Path) -> dict:
+    """WER on each general set: greedy, and beam with `lm` ("bundled": the bundled LM) then the second pass that goes
+    with it, as the tools decode (kept in `keep`, reused while the sets are the same)."""
     sizes = {name: len(utts) for name, utts in sets.items()}
     if keep.is_file() and (kept := json.loads(keep.read_text()))["sizes"] == sizes:
         return kept["scores"]
     recognizer = api.load_recognizer(model, threads=threads)
-    second = folder_rescore_lm(model) if model else default_rescore_lm_path()  # the tools' second pass, if any
-    greedy, beam = tools_decoder(recognizer.tokenizer, None, None), tools_decoder(recognizer.tokenizer, lm, second)
+    second = paired_second_pass(lm, model)  # the tools' second pass, if any
+    greedy = tools_decoder(recognizer.tokenizer, None, None)
+    beam = tools_decoder(recognizer.tokenizer, default_lm_path() if lm == "bundled" else Path(lm), second)
     scores = {name: {"greedy": score(recognizer, utts, greedy)["wer"], "beam": score(recognizer, utts, beam)["wer"]}
               for name, utts in sets.items()}
     keep.parent.mkdir(parents=True, exist_ok=True)
@@ -198,14 +200,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="the manifest holding --speaker's rows (default: DATA_ROOT/librispeech/train-clean-100-4spk.jsonl)")
     p.add_argument("--data-root", type=Path, default=DATA)
     p.add_argument("--work", type=Path, default=ROOT / "runs" / "bench_finetune")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "finetune")
     p.add_argument("--outside", type=Path, help="run asr.finetune from this folder with its default replay root")
     p.add_argument("--guard", choices=("auto", "replay", "distill", "l2sp", "none"), help="asr.finetune's --guard")
     p.add_argument("--guard-weight", type=float, help="asr.finetune's --guard-weight")
     p.add_argument("--smoke", action="store_true", help="a few utterances and a step cap: the script end to end")
     quiet.add_allow_load(p)
     args = p.parse_args(argv)
-    out = args.work if args.smoke and args.out == ROOT / "benchmarks" else args.out  # a smoke run's figures stay out
+    # a smoke run's figures stay out of benchmarks/
+    out = args.work if args.smoke and args.out == ROOT / "benchmarks" / "finetune" else args.out
     load = quiet.guard(args.allow_load, out, "finetune")
     machine = quiet.machine()  # at the start, as quiet as the guard found it
     limit = 24 if args.smoke else None
@@ -222,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                                                args.work, args)
     sets = {"speechocean762 dev": read_manifest(args.data_root / "speechocean762" / "dev.jsonl")[:general_limit],
             "dev-clean-2": read_manifest(args.data_root / "librispeech" / "dev-clean-2.jsonl")[:general_limit]}
-    start_lm = folder_lm(args.model) or default_lm_path()
+    start_lm = folder_lm(args.model) or "bundled"
     keep = args.work / "general"
     general = {"starting model" if args.model else "shipped": general_scores(args.model, sets, start_lm, args.threads,
                                                                               keep / "start.json")}

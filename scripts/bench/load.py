@@ -1,6 +1,6 @@
 """Transcription time on an idle machine and under CPU load, by thread count.
 
-    python scripts/bench/load.py [--seconds 126] [--out benchmarks]
+    python scripts/bench/load.py [--seconds 126] [--out benchmarks/transcribe]
 
 Runs `python -m asr.transcribe` (fresh process, model and LM load included) on the shipped examples
 looped to `--seconds` of audio: idle, then beside one busy-looping process per core (what a machine
@@ -44,7 +44,7 @@ def transcribe_seconds(audio: Path, threads: int) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=126.0)
-    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "transcribe")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415
     args = quiet.parse_guarded(parser, argv, "load")  # committed figures: only on a quiet machine

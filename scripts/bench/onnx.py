@@ -1,6 +1,6 @@
 """Torch against ONNX fp32 against ONNX int8 on the same audio, in one run.
 
-    python scripts/bench/onnx.py [--limit N] [--manifest M] [--onnx-dir DIR] [--out benchmarks]
+    python scripts/bench/onnx.py [--limit N] [--manifest M] [--onnx-dir DIR] [--out benchmarks/onnx]
 
 Each variant runs in a fresh worker process of its own (the ONNX ones with torch made unimportable),
 so its peak RSS and its thread settings are its own. A worker streams every utterance in 500 ms
@@ -157,8 +157,8 @@ def table(rows: list[dict]) -> str:
         f"{r['wer_beam']:.2f} | {r['utts']} |\n" for r in rows)
 
 
-def run(limit: int | None = None, manifest: Path = DEV, onnx_dir: Path | None = None, out: Path = ROOT / "benchmarks",
-        chunk_ms: float = 500.0, variants: tuple[str, ...] = tuple(VARIANTS)) -> list[dict]:
+def run(limit: int | None = None, manifest: Path = DEV, onnx_dir: Path | None = None,
+        out: Path = ROOT / "benchmarks" / "onnx", chunk_ms: float = 500.0, variants: tuple[str, ...] = tuple(VARIANTS)) -> list[dict]:
     """The whole comparison; writes OUT/onnx.md and OUT/onnx.json and returns the rows."""
     if onnx_dir is None:
         from asr.model.onnx_backend import default_onnx_dir
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--manifest", type=Path, default=DEV)
     p.add_argument("--onnx-dir", type=Path, help="exported folder (default: the bundled export)")
     p.add_argument("--chunk-ms", type=float, default=500.0)
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "onnx")
     p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated: torch,fp32,int8")
     p.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
     p.add_argument("--json", type=Path, help=argparse.SUPPRESS)

@@ -1,6 +1,6 @@
 """The bundled casing and punctuation restorer on held-out sentences, against the trivial baseline.
 
-    python scripts/bench/restorer.py [--text data/restorer/held.txt] [--out benchmarks]
+    python scripts/bench/restorer.py [--text data/restorer/held.txt] [--out benchmarks/restorer]
 
 The text is the restorer's held-out split (`python recipes/restorer/prepare.py` writes it; never
 trained on). Scores F1 per mark and casing accuracy for the restorer run by onnxruntime and by torch
@@ -30,7 +30,7 @@ COLUMNS = [("period_f1", "period F1"), ("comma_f1", "comma F1"), ("question_f1",
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--text", type=Path, default=ROOT / "data" / "restorer" / "held.txt")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "restorer")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415
 

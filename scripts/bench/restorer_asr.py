@@ -1,6 +1,6 @@
 """Casing and punctuation on the recognizer's own output of held-out audio, and on clean held-out text.
 
-    python scripts/bench/restorer_asr.py [--restorer NAME=FILE ...] [--fresh] [--out benchmarks/restorer_asr.md]
+    python scripts/bench/restorer_asr.py [--restorer NAME=FILE ...] [--fresh] [--out benchmarks/restorer/restorer_asr.md]
 
 Held-out audio: the committed check sets (benchmarks/check_sets/*.jsonl), whose clips speak held-out
 sentences of the text pool in held-out voices. A clip's cased, punctuated reference is its original
@@ -45,7 +45,7 @@ from asr.text.restore.context import Context, final_labels  # noqa: E402
 from asr.text.restore.labels import baseline, labelled, word_pauses  # noqa: E402
 from asr.text.restore.metrics import RestoreScore, score_baseline, score_restorer  # noqa: E402
 from asr.text.restore.restorer import Restorer, load_restorer  # noqa: E402
-from asr.training.restorer_data import read_sentences  # noqa: E402
+from asr.training.restorer.data import read_sentences  # noqa: E402
 
 Final = list[tuple[str, float, float]]  # (word, start, end)
 
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--held", type=Path, default=ROOT / "data" / "restorer" / "held.txt")
     p.add_argument("--cache", type=Path, default=ROOT / "data" / "restorer" / "check_asr.json")
     p.add_argument("--fresh", action="store_true", help="recognize the check sets again")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "restorer_asr.md")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "restorer" / "restorer_asr.md")
     p.add_argument("--note", default="", help="a paragraph to put under the table")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: bench.quiet, the load guard
     from bench import quiet  # noqa: PLC0415

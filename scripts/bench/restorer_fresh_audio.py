@@ -3,7 +3,7 @@ spoken by flite's held-out voice awb, as a folder that `scripts/bench/restorer_a
 
     python scripts/bench/restorer_fresh_audio.py --out data/restorer/fresh [--count 240]
     python scripts/bench/restorer_asr.py --check-sets data/restorer/fresh --cache data/restorer/fresh_asr.json \
-        --restorer before=OLD.onnx --restorer after=asr/pretrained/restorer.onnx --out benchmarks/restorer_asr_fresh.md
+        --restorer before=OLD.onnx --restorer after=asr/pretrained/restorer.onnx --out benchmarks/restorer/restorer_asr_fresh.md
 """
 from __future__ import annotations
 

@@ -20,9 +20,9 @@ import torch
 from omegaconf import OmegaConf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: this checkout's asr
-from asr.training.config import OptimConfig, TrainConfig, register_configs  # noqa: E402
-from asr.training.datamodule import SpeechDataModule  # noqa: E402
-from asr.training.train import module_from_model  # noqa: E402
+from asr.training.acoustic.config import OptimConfig, TrainConfig, register_configs  # noqa: E402
+from asr.training.acoustic.datamodule import SpeechDataModule  # noqa: E402
+from asr.training.acoustic.train import module_from_model  # noqa: E402
 
 register_configs()
 

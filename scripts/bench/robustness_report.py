@@ -91,9 +91,9 @@ def markdown(record: dict) -> list[str]:
              f"`{record['command']}`.", "",
              f"Model: {record['model']}; decoding: {record['decoding']}.", "",
              "Every system heard the same rendered audio; rooms, microphones and noise come from the test side of "
-             f"`{record['noise_root']}` only (`asr.training.channel.pools(..., \"test\")`). WER is scored with "
-             "`asr.evaluate`'s scorer after `asr.text.normalize`; a ratio is a condition's WER over the same system's "
-             "clean WER on the same utterances.", ""]
+             f"`{record['noise_root']}` only (`asr.training.acoustic.channel.pools(..., \"test\")`). WER is scored "
+             "with `asr.evaluate`'s scorer after `asr.text.normalize`; a ratio is a condition's WER over the same "
+             "system's clean WER on the same utterances.", ""]
     for name, note in record["notes"].items():
         lines.append(f"- {name}: {note}")
     if record["notes"]:

@@ -1,5 +1,6 @@
-"""RESULTS.md's sections from other benchmark scripts: each runs on its own and writes OUT/<name>.md and .json, which
-the page takes in (headings moved under its own), and the robustness benchmark's tables where its JSON is there."""
+"""RESULTS.md's sections from other benchmark scripts: each runs on its own and writes OUT/<folder>/<name>.md and .json
+(the folder of the question it answers, FOLDER), which the page takes in (headings moved under its own), and the
+robustness benchmark's tables where its JSON is there."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,8 @@ PAGES = (("7. Torch, ONNX fp32 and ONNX int8", "onnx"), ("8. The streaming serve
          ("8d. The streaming server with two uploads running beside it", "serve_uploads"),
          ("9. Transcription under CPU load", "load"), ("10. Casing and punctuation", "restorer"),
          ("11. Hotwords", "hotwords"), ("12. Batched transcription", "batched"))
+FOLDER = {"onnx": "onnx", "serve": "serve", "serve_onnx": "serve", "serve_ceiling": "serve", "serve_uploads": "serve",
+          "load": "transcribe", "batched": "transcribe", "restorer": "restorer", "hotwords": "hotwords", "lm": "lm"}
 
 
 def body(markdown: str) -> str:
@@ -31,35 +34,37 @@ def run(out: Path, limit: int | None, log: Callable[[str], None]) -> dict:
                        load as load_bench, onnx as onnx_bench, restorer as restorer_bench, serve as serve_bench)
     results: dict = {}
     log("onnx: torch vs ONNX fp32 vs ONNX int8")
-    results["onnx"] = onnx_bench.run(limit=limit, out=out)
+    results["onnx"] = onnx_bench.run(limit=limit, out=out / FOLDER["onnx"])
+    serve = out / FOLDER["serve"]
     log("serve: concurrent real-time streams")
-    serve_bench.main(["--out", str(out), "--server-args=--backend torch", "--allow-load"])
-    results["serve"] = json.loads((out / "serve.json").read_text())
+    serve_bench.main(["--out", str(serve), "--server-args=--backend torch", "--allow-load"])
+    results["serve"] = json.loads((serve / "serve.json").read_text())
     log("serve: the same with --backend onnx")
-    serve_bench.main(["--out", str(out), "--server-args=--backend onnx", "--name", "serve_onnx", "--allow-load"])
-    results["serve_onnx"] = json.loads((out / "serve_onnx.json").read_text())
+    serve_bench.main(["--out", str(serve), "--server-args=--backend onnx", "--name", "serve_onnx", "--allow-load"])
+    results["serve_onnx"] = json.loads((serve / "serve_onnx.json").read_text())
     log("serve: the onnx server's streams with two uploads running beside them")
-    serve_bench.main(["--out", str(out), "--server-args=--backend onnx", "--uploads", "2", "--name",
+    serve_bench.main(["--out", str(serve), "--server-args=--backend onnx", "--uploads", "2", "--name",
                       "serve_uploads", "--allow-load"])
     log("serve: the most streams the cores could carry")
-    ceiling_bench.main(["--out", str(out), "--allow-load"])
-    results["serve_ceiling"] = json.loads((out / "serve_ceiling.json").read_text())
+    ceiling_bench.main(["--out", str(serve), "--allow-load"])
+    results["serve_ceiling"] = json.loads((serve / "serve_ceiling.json").read_text())
     log("transcription under CPU load")
-    load_bench.main(["--out", str(out), "--allow-load"])
-    results["load"] = json.loads((out / "load.json").read_text())
+    load_bench.main(["--out", str(out / FOLDER["load"]), "--allow-load"])
+    results["load"] = json.loads((out / FOLDER["load"] / "load.json").read_text())
     log("restorer: casing and punctuation of held-out sentences")
     held = ROOT / "data" / "restorer" / "held.txt"
     if not held.exists():
         subprocess.run([sys.executable, str(ROOT / "recipes" / "restorer" / "prepare.py")], check=True)
-    restorer_bench.main(["--text", str(held), "--out", str(out), "--allow-load"])
+    restorer_bench.main(["--text", str(held), "--out", str(out / FOLDER["restorer"]), "--allow-load"])
     log("hotwords: recall of listed names, and what a list costs on dev")
-    hotwords_bench.main(["--out", str(out), "--allow-load"])
+    hotwords_bench.main(["--out", str(out / FOLDER["hotwords"]), "--allow-load"])
     log("batched transcription against the per-file path")
-    batched_bench.main(["--out", str(out), "--allow-load"])
-    results["batched"] = json.loads((out / "batched.json").read_text())
-    results["sections"] = [(title, body((out / f"{name}.md").read_text())) for title, name in PAGES]
-    if (out / "lm.md").is_file():  # scripts/bench/lm.py's, run on its own (it compares two LMs)
-        results["sections"].append(("13. What the word LM costs", body((out / "lm.md").read_text())))
+    batched_bench.main(["--out", str(out / FOLDER["batched"]), "--allow-load"])
+    results["batched"] = json.loads((out / FOLDER["batched"] / "batched.json").read_text())
+    results["sections"] = [(title, body((out / FOLDER[name] / f"{name}.md").read_text())) for title, name in PAGES]
+    lm = out / FOLDER["lm"] / "lm.md"
+    if lm.is_file():  # scripts/bench/lm.py's, run on its own (it compares two LMs)
+        results["sections"].append(("13. What the word LM costs", body(lm.read_text())))
     return results
 
 

@@ -1,6 +1,6 @@
 """asr.serve under load: N concurrent clients streaming real audio at real time; or a soak.
 
-    python scripts/bench/serve.py [--clients 1 5 10 20 40] [--seconds 15] [--workers N] [--out benchmarks/]
+    python scripts/bench/serve.py [--clients 1 5 10 20 40] [--seconds 15] [--workers N] [--out benchmarks/serve]
                                   [--no-search] [--server-args '--backend onnx' --name serve_onnx]
                                   [--baseline '--backend onnx']    (a second server, same window, same report)
     python scripts/bench/serve.py --uploads 2 [--upload-seconds 60] --name serve_uploads    (files beside the streams)
@@ -47,25 +47,9 @@ from websockets.asyncio.client import connect
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts/ folder: `bench` package
 
 from bench.server_process import ROOT, ServerUnderTest  # noqa: E402
+from bench.speech import EXAMPLES, MESSAGE, PAUSE, RATE, speech, speech_loop  # noqa: E402
 
-RATE, MESSAGE = 16000, 1600  # 100 ms per message
 TARGET_MS = 250.0
-PAUSE = RATE * 6 // 10  # 0.6 s of silence after each example in the loop
-EXAMPLES = sorted((ROOT / "asr" / "examples").glob("*.flac"))
-
-
-@functools.cache
-def speech_loop() -> np.ndarray:
-    """The shipped examples in turn, each followed by 0.6 s of silence (int16); read once, never written to."""
-    pieces = []
-    for path in EXAMPLES:
-        pieces += [sf.read(path, dtype="int16")[0], np.zeros(PAUSE, np.int16)]
-    return np.concatenate(pieces)
-
-
-def speech(seconds: float, offset: int) -> np.ndarray:
-    """`seconds` of int16 speech: the loop from `offset` samples in, repeated as needed."""
-    return np.resize(np.roll(speech_loop(), -offset), round(seconds * RATE))
 
 
 def speech_ends() -> list[int]:
@@ -310,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, nargs="+", default=[1, 5, 10, 20, 40])
     p.add_argument("--seconds", type=float, default=15.0, help="audio each client streams")
     p.add_argument("--workers", type=int, default=None, help="asr.serve --workers (default: its own, one per core)")
-    p.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "serve")
     p.add_argument("--name", default="serve", help="the report files: OUT/NAME.md and OUT/NAME.json")
     p.add_argument("--no-search", action="store_true", help="skip the search for the largest N under 250 ms")
     p.add_argument("--max-clients", type=int, default=320, help="the search stops here")

@@ -1,6 +1,6 @@
 """The soak: `--soak-clients` client slots connecting and disconnecting at random for `--soak` minutes.
 
-    python scripts/bench/serve.py --soak 30 [--soak-clients 40] [--workers N] [--out benchmarks/]
+    python scripts/bench/serve.py --soak 30 [--soak-clients 40] [--workers N] [--out benchmarks/serve]
 
 Each slot runs sessions one after another until the time is up (at most MAX_SESSIONS): a session
 streams 1-20 s of speech (the benchmark's loop, from a random offset) at real time in 100 ms messages,
@@ -25,7 +25,7 @@ import numpy as np
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from bench.serve import MESSAGE, RATE, speech
+from bench.speech import MESSAGE, RATE, speech
 from bench.server_process import ServerUnderTest
 
 MAX_SESSIONS = 10_000  # per slot

@@ -36,8 +36,8 @@ from asr.model.encoder import Encoder, EncoderConfig  # noqa: E402
 from asr.model.loader import load_config, load_model  # noqa: E402
 from asr.text.normalize import normalize  # noqa: E402
 from asr.text.tokenizer import Tokenizer  # noqa: E402
-from asr.training.crf import DenominatorGraph, PhoneLM, crf_loss, log_partition  # noqa: E402
-from asr.training.data import collate  # noqa: E402
+from asr.training.acoustic.crf import DenominatorGraph, PhoneLM, crf_loss, log_partition  # noqa: E402
+from asr.training.acoustic.data import collate  # noqa: E402
 
 CONF = ROOT / "conf" / "model"
 

@@ -25,7 +25,7 @@ from pathlib import Path
 REWARM_STEPS = 200
 PHASES = ["data", "train", "export", "score"]  # a period's phases, in order (recipes/voices/continue.py)
 BLEND_SEED_BASE = 20261125  # engines.KOKORO_EN_BLEND_SEED: period p's Kokoro blends use this + p
-DEFAULT_MODEL = Path(__file__).resolve().parents[1] / "pretrained" / "default.safetensors"
+DEFAULT_MODEL = Path(__file__).resolve().parents[2] / "pretrained" / "default.safetensors"
 STATE_FILES = ("model.safetensors", "candidate.safetensors", "state.json")
 STATE_BUDGET_BYTES = 40_000_000  # what one period may commit: a bigger model carries its weights, not its candidate
 
@@ -90,7 +90,7 @@ def save_period(work: Path, period: dict) -> None:
 def grow_default(out: Path, n_layers: int) -> None:
     """Period 1's starting weights: the shipped model with `n_layers` blocks, computing what it computes."""
     from asr.model.loader import load_model, save_model  # noqa: PLC0415 (torch: only when it is needed)
-    from asr.training.grow import deepen  # noqa: PLC0415
+    from asr.training.acoustic.grow import deepen  # noqa: PLC0415
 
     encoder, tokenizer, info = load_model()
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -104,7 +104,7 @@ def export_period(work: Path, previous_candidate: str | Path | None = None) -> N
     last one (`period_mean.safetensors`), averaged in turn with the previous period's candidate when there
     is one. So the candidate is a running mean over periods that halves each older period's weight, as
     WeNet and icefall average their last epochs; training itself goes on from `last`."""
-    from asr.training.train import export_checkpoint  # noqa: PLC0415
+    from asr.training.acoustic.train import export_checkpoint  # noqa: PLC0415
 
     ckpts = work / "checkpoints"
     last = ckpts / "last.ckpt"
@@ -149,7 +149,7 @@ def step_split(work: Path) -> dict | None:
 
 
 def progress_row(period: dict, work: Path, machine: dict) -> dict:
-    """The period's row of benchmarks/training_progress.jsonl (WER in %, minutes of wall time)."""
+    """The period's row of benchmarks/voices/training_progress.jsonl (WER in %, minutes of wall time)."""
     previous, kokoro = period["previous"], period["kokoro_slice"] or {}
     return {"period": period["period"], "date": time.strftime("%Y-%m-%d", time.gmtime()),
             "steps": previous["steps"] + period_steps(work),

@@ -1,7 +1,7 @@
 """The channels a user's speech reaches the recognizer through: level, codecs, phone bands, microphones,
 rooms, noise and other talkers, as numpy transforms of 16 kHz float32 waveforms.
 
-Training's augmentation (`asr.training.data`) and the robustness benchmark (`scripts/bench/robustness.py`)
+Training's augmentation (`asr.training.acoustic.data`) and the robustness benchmark (`scripts/bench/robustness.py`)
 both draw from here. The real recordings of the data's `noise/` folder (its README) are split once, here,
 into a part for training and a part for testing, so the benchmark never plays a room, a microphone or a
 stretch of noise that training heard:

@@ -7,8 +7,8 @@
   noise only  an example of noise alone (coloured or real, at any level, sometimes coded) whose transcript is
               empty, so that a quiet room gives no words.
 The transforms and the split of the real recordings into a training and a test side are
-`asr.training.channel`'s; this module draws them (from the dataset's seeded `random` state) and applies
-them. Utterances that draw no channel keep their pre-rendered variant (`asr.training.variants`); their level
+`asr.training.acoustic.channel`'s; this module draws them (from the dataset's seeded `random` state) and applies
+them. Utterances that draw no channel keep their pre-rendered variant (`asr.training.acoustic.variants`); their level
 changes in the log-mel domain, exactly as a gain on the waveform would (the log floor included).
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from torch import Tensor
 
 from asr.audio.files import load_audio
 from asr.features import Fbank
-from asr.training import channel
+from asr.training.acoustic import channel
 
 FBANK_FLOOR = 1e-6  # asr.features.Fbank: log(power @ mel + this)
 

@@ -7,10 +7,10 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
-from asr.training.anchor import AnchorConfig
-from asr.training.crf import CriterionConfig
-from asr.training.data import DataConfig
-from asr.training.distill import DistillConfig
+from asr.training.acoustic.anchor import AnchorConfig
+from asr.training.acoustic.crf import CriterionConfig
+from asr.training.acoustic.data import DataConfig
+from asr.training.acoustic.whisper.distill import DistillConfig
 from asr.model.config import EncoderConfig
 
 
@@ -51,7 +51,7 @@ class TokenizerConfig:
     kind: str = "bpe"  # bpe | char | phone (the 39 ARPAbet phones; val_wer is then the phone error rate)
     vocab_size: int = 256  # bpe only
     word_boundary: bool = True  # phone only: a unit "|" ends each word (false: phones alone)
-    lexicon: str = "data/lexicon/cmudict.txt"  # phone only: pronunciations (python -m asr.training.lexicon)
+    lexicon: str = "data/lexicon/cmudict.txt"  # phone only: pronunciations (python -m asr.training.g2p.lexicon)
     g2p: str | None = None  # phone only: the G2P for words outside the lexicon (None: the bundled one)
     pronunciations: str = "first"  # phone only: a word's training spelling where it has several: first (the
                                    # lexicon's usual one) | aligned (the one the model aligns best, chosen each step)
@@ -79,7 +79,8 @@ class TrainConfig:
     # inside chunks of one of these sizes, drawn at random; the model holds biases for the largest and validates,
     # exports and serves at its own chunk (model.chunk, or init_chunk), which may be shorter: a shorter wait
     init_from_whisper: str | None = None  # or: Whisper's encoder (tiny.en or base from the `pretrained` extra's
-    # packages, or a CTranslate2 model.bin) under model=whisper_tiny / whisper_base (asr/training/whisper.py)
+    # packages, or a CTranslate2 model.bin) under model=whisper_tiny / whisper_base
+    # (asr/training/acoustic/whisper/weights.py)
     seed: int = 0
     threads: int = 2  # torch intra-op threads on CPU
     checkpoint_every_steps: int = 200  # last.ckpt, for resuming
@@ -93,7 +94,7 @@ class TrainConfig:
     # (e.g. ["subsampling.", "blocks.0."]: the front end and the first block; asr/training/finetune/recipe.py)
 
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(__file__).resolve().parents[3] / "conf"
 
 
 def register_configs() -> None:

@@ -6,7 +6,7 @@ vocal tracts), digital silence after the speech (what `Recognizer.finish` append
 input), and SpecAugment time/frequency masks on the log-mel frames. Off by default (each with its own
 probability in AugmentConfig): pitch shift with the duration kept, simulated rooms (a seeded bank of
 pyroomacoustics impulse responses made when the dataset starts), phone/laptop band-limiting, and the
-channels of `asr.training.channel_augment` (level, codecs, real rooms, microphones and noise, other talkers,
+channels of `asr.training.acoustic.channel_augment` (level, codecs, real rooms, microphones and noise, other talkers,
 noise-only examples with empty transcripts).
 """
 from __future__ import annotations
@@ -31,13 +31,13 @@ from asr.corpus.manifest import Utterance, read_manifest, skipped_note
 from asr.features import Fbank, FbankConfig
 from asr.text.normalize import normalize
 from asr.text.tokenizer import Tokenizer
-from asr.training.channel_augment import ChannelAugment, ChannelConfig, enabled as channel_enabled
-from asr.training.pronunciations import Alternatives, targets_and_alternatives
+from asr.training.acoustic.channel_augment import ChannelAugment, ChannelConfig, enabled as channel_enabled
+from asr.training.acoustic.pronunciations import Alternatives, targets_and_alternatives
 
 if TYPE_CHECKING:
-    from asr.training.teacher import TeacherCache
+    from asr.training.acoustic.whisper.teacher import TeacherCache
 
-log = logging.getLogger("asr.training.data")
+log = logging.getLogger("asr.training.acoustic.data")
 
 
 @dataclass
@@ -70,7 +70,7 @@ class AugmentConfig:
     bandlimit_low_pass_hz: list[float] = field(default_factory=lambda: [3400.0, 7000.0])  # ... cut above this ...
     bandlimit_high_pass_hz: list[float] = field(default_factory=lambda: [50.0, 300.0])  # ... and below this
     channel: ChannelConfig = field(default_factory=ChannelConfig)  # level, codecs, real rooms and noise, other
-    # talkers and noise-only examples, drawn on the fly (asr.training.channel_augment; off by default)
+    # talkers and noise-only examples, drawn on the fly (asr.training.acoustic.channel_augment; off by default)
 
 
 @dataclass
@@ -85,7 +85,7 @@ class DataConfig:
     num_workers: int = 1
     cache_features: bool = True  # keep each (utterance, speed)'s log-mel in the loader's memory (float16)
     variants: int = 0  # > 0: render this many waveform-augmentation variants of each training utterance once,
-    variants_dir: str = "data/variants"  # ... here, before fitting (asr/training/variants.py)
+    variants_dir: str = "data/variants"  # ... here, before fitting (asr/training/acoustic/variants.py)
     variants_workers: int = 2  # processes that render them
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     features: str = "fbank"  # the model's feature front end (conf/train.yaml sets it from model.features)
@@ -231,7 +231,7 @@ def draw_wave_augment(aug: AugmentConfig, rooms: int) -> WaveAugment:
 
 
 class Variants(Protocol):
-    """Rendered waveform augmentations to draw from (`asr.training.variants.VariantStore`, which builds on this
+    """Rendered waveform augmentations to draw from (`asr.training.acoustic.variants.VariantStore`, which builds on this
     module's dataset)."""
 
     count: int  # variants of each utterance
@@ -243,7 +243,7 @@ class Variants(Protocol):
 class SpeechDataset(Dataset):
     """Utterance i -> (log-mel (T, F), token ids (U,)); with a teacher cache also the teacher's frames of the
     clean audio (T_t, D_t) and how many of the T frames are the speech they cover (the rest: appended silence);
-    with `alternatives` (phones) last the other spellings of its words (`asr.training.pronunciations`)."""
+    with `alternatives` (phones) last the other spellings of its words (`asr.training.acoustic.pronunciations`)."""
 
     def __init__(self, utterances: list[Utterance], tokenizer: Tokenizer, augment: AugmentConfig | None,
                  cache: bool = False, variants: Variants | None = None, features: str = "fbank",

@@ -1,6 +1,6 @@
 """The training and validation loaders of a run: its sources read once, each training utterance's augmentation
-variants rendered before fitting where the config asks for them (`asr.training.variants`), and the teacher's
-cached frames beside the training batches when a run distils (`asr.training.teacher`)."""
+variants rendered before fitting where the config asks for them (`asr.training.acoustic.variants`), and the teacher's
+cached frames beside the training batches when a run distils (`asr.training.acoustic.whisper.teacher`)."""
 from __future__ import annotations
 
 import functools
@@ -10,8 +10,8 @@ from torch.utils.data import DataLoader
 
 from asr.corpus.manifest import Utterance
 from asr.text.tokenizer import Tokenizer
-from asr.training.data import BucketBatchSampler, DataConfig, SpeechDataset, collate, load_sources
-from asr.training.variants import VariantStore
+from asr.training.acoustic.data import BucketBatchSampler, DataConfig, SpeechDataset, collate, load_sources
+from asr.training.acoustic.variants import VariantStore
 
 
 class SpeechDataModule(L.LightningDataModule):
@@ -36,7 +36,8 @@ class SpeechDataModule(L.LightningDataModule):
             store.build([u.audio for u in self.train_utts], self.cfg.variants_workers)
 
     def _loader(self, utts: list[Utterance], train: bool) -> DataLoader:
-        from asr.training.teacher import TeacherCache  # noqa: PLC0415 (torch and the Whisper reader: only if asked)
+        # torch and the Whisper reader: only if asked
+        from asr.training.acoustic.whisper.teacher import TeacherCache  # noqa: PLC0415
 
         teacher = TeacherCache(self.teacher_dir) if train and self.teacher_dir else None
         dataset = SpeechDataset(utts, self.tokenizer, self.cfg.augment if train else None, self.cfg.cache_features,

@@ -12,11 +12,11 @@ from torch import Tensor
 from asr.decoding.ctc import greedy_decode
 from asr.model.encoder import Encoder, EncoderConfig
 from asr.text.tokenizer import Tokenizer
-from asr.training.anchor import Anchor, AnchorConfig
-from asr.training.config import OptimConfig
-from asr.training.crf import DenominatorGraph, crf_loss
-from asr.training.distill import DistillConfig, DistillHead
-from asr.training.pronunciations import choose
+from asr.training.acoustic.anchor import Anchor, AnchorConfig
+from asr.training.acoustic.config import OptimConfig
+from asr.training.acoustic.crf import DenominatorGraph, crf_loss
+from asr.training.acoustic.whisper.distill import DistillConfig, DistillHead
+from asr.training.acoustic.pronunciations import choose
 
 
 def warmup_cosine(step: int, cfg: OptimConfig) -> float:
@@ -62,7 +62,8 @@ class CTCModule(L.LightningModule):
         self.anchor = Anchor(cfg, self.encoder)
 
     def attach_crf(self, graph: DenominatorGraph, ctc_weight: float) -> None:
-        """Train (and validate) with the CTC-CRF loss over `graph` instead of plain CTC (`asr.training.crf`)."""
+        """Train (and validate) with the CTC-CRF loss over `graph` instead of plain CTC
+        (`asr.training.acoustic.crf`)."""
         self.denominator, self.ctc_weight = graph, ctc_weight
 
     def on_fit_start(self) -> None:

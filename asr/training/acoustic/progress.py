@@ -16,7 +16,7 @@ from pathlib import Path
 import lightning as L
 from tqdm import tqdm
 
-from asr.training.train import WallClockStop
+from asr.training.acoustic.train import WallClockStop
 
 
 class Budget(WallClockStop):

@@ -26,18 +26,18 @@ from asr.text.g2p import load_g2p
 from asr.text.lexicon import Lexicon
 from asr.text.normalize import normalize
 from asr.text.tokenizer import Tokenizer
-from asr.training.anchor import enabled as anchor_enabled
-from asr.training.config import OptimConfig, TokenizerConfig, TrainConfig, TrainerConfig, register_configs
-from asr.training.crf import CriterionConfig, DenominatorGraph, PhoneLM
-from asr.training.data import SpeechDataset, load_sources
-from asr.training.pronunciations import CHOICES
-from asr.training.datamodule import SpeechDataModule
+from asr.training.acoustic.anchor import enabled as anchor_enabled
+from asr.training.acoustic.config import OptimConfig, TokenizerConfig, TrainConfig, TrainerConfig, register_configs
+from asr.training.acoustic.crf import CriterionConfig, DenominatorGraph, PhoneLM
+from asr.training.acoustic.data import SpeechDataset, load_sources
+from asr.training.acoustic.pronunciations import CHOICES
+from asr.training.acoustic.datamodule import SpeechDataModule
 from asr.training.hardware import cpu_has_bf16
-from asr.training.distill import enabled as distill_enabled
-from asr.training.module import CTCModule
-from asr.training.whisper import take_whisper
+from asr.training.acoustic.whisper.distill import enabled as distill_enabled
+from asr.training.acoustic.module import CTCModule
+from asr.training.acoustic.whisper.weights import take_whisper
 
-log = logging.getLogger("asr.training.train")
+log = logging.getLogger("asr.training.acoustic.train")
 register_configs()  # the structured schema that conf/train.yaml composes on
 
 

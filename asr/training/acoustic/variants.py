@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from asr.training.data import AugmentConfig, SpeechDataset, WaveAugment, draw_wave_augment
+from asr.training.acoustic.data import AugmentConfig, SpeechDataset, WaveAugment, draw_wave_augment
 
-log = logging.getLogger("asr.training.variants")
+log = logging.getLogger("asr.training.acoustic.variants")
 WAVE_FIELDS = ("speeds", "noise_prob", "snr_db", "pitch_prob", "pitch_semitones", "room_prob", "room_bank",
                "room_rt60", "room_seed", "bandlimit_prob", "bandlimit_low_pass_hz", "bandlimit_high_pass_hz")
 

@@ -1,5 +1,5 @@
 """The fine-tuned model's word LM: an n-gram of the training split's text, linearly interpolated with the
-starting model's LM (`asr.training.lm_mix`), so the data's words and phrasing join the search's lexicon and
+starting model's LM (`asr.training.lm.mix`), so the data's words and phrasing join the search's lexicon and
 everything the old LM knew stays.
 
 The beam search's lexicon is the LM's most probable words (`BeamConfig.lexicon_words`, spelled in the
@@ -17,11 +17,11 @@ import numpy as np
 from asr.decoding import lexicon_cache, lm_binary
 from asr.decoding.beam import BeamConfig, WordLM
 from asr.text.tokenizer import Tokenizer
-from asr.training.lm import build_arpa, read_sentences
-from asr.training.lm_mix import interpolate, read_arpa, write_arpa
-from asr.training.tune_lm import grid_search
+from asr.training.lm.build import build_arpa, read_sentences
+from asr.training.lm.mix import interpolate, read_arpa, write_arpa
+from asr.training.lm.tune import grid_search
 
-DEFAULT_WEIGHT = 0.1  # the training text's share of the mixture when it is not tuned: on benchmarks/finetune.md's
+DEFAULT_WEIGHT = 0.1  # the training text's share of the mixture when it is not tuned: on benchmarks/finetune/finetune.md's
 # speaker (2026-12-02) 0.1 cost speechocean762 dev 0.4 beam points over the bundled LM and 0.2 cost 0.9, for the
 # same gain on the speaker's own test split (26.09 and 26.20); 0.5 cost 0.6-0.9 more than 0.3
 TUNE_WEIGHTS = (0.1, 0.3, 0.5, 0.7, 0.9)

@@ -31,11 +31,11 @@ from asr.corpus.manifest import Utterance, read_manifest, write_manifest
 from asr.decoding.beam import BeamConfig, WordLM
 from asr.decoding.decoder import Decoder, searches_words
 from asr.decoding.neural_lm import NeuralLM
-from asr.decoding.rescore import RescoreConfig, Rescorer
+from asr.decoding.rescore import RescoreConfig, Rescorer, paired_second_pass
 from asr.model.device import torch_device, wants_gpu
 from asr.model.errors import ModelError
-from asr.model.folder import CARD, LM, RESCORE, WEIGHTS, folder_lm, folder_rescore_lm, model_folder
-from asr.pretrained import default_lm_path, default_model_path, default_rescore_lm_path
+from asr.model.folder import CARD, LM, RESCORE, WEIGHTS, folder_lm, model_folder
+from asr.pretrained import default_lm_path, default_model_path
 from asr.text.normalize import normalize
 from asr.text.tokenizer import Tokenizer
 from asr.training.finetune import lm as domain
@@ -43,7 +43,7 @@ from asr.training.finetune import report
 from asr.training.finetune.manifests import REPLAY_SOURCES, input_rows, keep_data, replay_rows, rows_of
 from asr.training.finetune.recipe import GUARD_NAMES, Plan, Recipe, anchor_of, guard_of, plan
 from asr.training.finetune.split import Split, SplitError, given_split, minutes, repeated_sentences, split_rows
-from asr.training.lm_mix import mix_arpa
+from asr.training.lm.mix import mix_arpa
 
 TOOL = "finetune"
 OUTSIDE_SECOND_LM = 0.05  # the largest share of training words outside the second-pass LM's vocabulary it is kept at
@@ -90,7 +90,7 @@ def tools_decoder(tokenizer: Tokenizer, lm: Path | None, second: Path | None) ->
 def train_stage(args: argparse.Namespace, split: Split, start: Path, out: Path) -> bool:
     """Fine-tune and export the weights; False when Ctrl-C stopped it."""
     from asr.model.loader import load_config  # noqa: PLC0415 (the training stack from here on)
-    from asr.training.data import DataConfig  # noqa: PLC0415
+    from asr.training.acoustic.data import DataConfig  # noqa: PLC0415
     from asr.training.finetune.run import count_steps, export_weights, fine_tune, train_config  # noqa: PLC0415
 
     run_dir, data = out / "run", out / "data"
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
              "recordings of sentences never said in training (--test MANIFEST)")
     if args.check:
         return 0
-    from asr.training.data import DataConfig  # noqa: PLC0415 (the training stack from here on)
+    from asr.training.acoustic.data import DataConfig  # noqa: PLC0415 (the training stack from here on)
     args.replay_data_root = args.replay_data_root or Path(DataConfig().root)
     guard_of(Recipe(replay_share=args.replay_share, guard=args.guard), bool(replay_found(args.replay_data_root)))
     if wants_gpu(args.device):
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         raise ModelError("no bundled model or word LM in this installation: give --model and --lm")
     if model_folder(start) is None and not start.is_file():
         raise ModelError(f"{start}: no such model file or folder")
-    second = start_rescore_lm(args, base_lm)
+    second = paired_second_pass(args.lm or folder_lm(args.model) or "bundled", args.model)  # as the tools pair them
     test_utts = read_manifest(data / "test.jsonl")
     before = cached(out / "scores" / "before.json", lambda: score_model(
         args.model, test_utts, {"greedy": None, "beam": base_lm}, second, args))
@@ -214,16 +214,9 @@ def run(args: argparse.Namespace) -> int:
     if second and not decided and keeps_second_pass(second, data / "train.jsonl"):
         shutil.copyfile(second, out / RESCORE)  # the folder's LM is new, its second pass the starting one's
     after = cached(out / "scores" / "after.json", lambda: score_model(
-        out, test_utts, {"greedy": None, "beam": out / LM, "beam_base_lm": base_lm}, folder_rescore_lm(out), args))
+        out, test_utts, {"greedy": None, "beam": out / LM, "beam_base_lm": base_lm}, paired_second_pass(out / LM, out),
+        args))
     return finish(args, out, split, rows, built, before, after, lm)
-
-
-def start_rescore_lm(args: argparse.Namespace, base_lm: Path) -> Path | None:
-    """The second-pass LM the tools run after a search with `base_lm` for the starting model: the bundled one with
-    the bundled LM, a model folder's own with its own LM, none with another LM."""
-    if args.lm is None and args.model is None:
-        return default_rescore_lm_path()
-    return folder_rescore_lm(args.model) if base_lm == folder_lm(args.model) else None
 
 
 def keeps_second_pass(second: Path, train: Path) -> bool:

@@ -4,7 +4,7 @@ A low learning rate with a short warm-up and a cosine decay over the planned ste
 (and the lower blocks, if asked); light augmentation (speed, noise, SpecAugment); the user's recordings
 repeated for as many passes as fit the time budget (`plan`); a guard against forgetting general speech
 (`guard_of`): a replayed share of the original mixture where its corpora are found, else the starting model's
-own posteriors on the same batches as a second target (`anchor_of`, asr/training/anchor.py); no validation
+own posteriors on the same batches as a second target (`anchor_of`, asr/training/acoustic/anchor.py); no validation
 (the held-out split is for the before / after score only, never for choosing).
 `asr.training.finetune.run.train_config` makes it a training config. No torch, so the command line's
 defaults come from here.
@@ -18,7 +18,7 @@ from typing import Any
 from asr.model.config import EncoderConfig
 
 LR = 1.5e-4  # the recipe's peak learning rate, and the replayed share of each epoch's audio from the original
-REPLAY_SHARE = 0.75  # mixture (where it is found): at 3e-4 and 0.5 the fine-tunes of benchmarks/finetune.md
+REPLAY_SHARE = 0.75  # mixture (where it is found): at 3e-4 and 0.5 the fine-tunes of benchmarks/finetune/finetune.md
 # (2026-12-02) lost 2.2-2.9 points of speechocean762 dev (beam, the bundled LM) to forgetting; at 1.5e-4 and 0.75
 # about 1.1
 
@@ -29,7 +29,7 @@ CRITERIA = {  # the training config's `criterion` of each name, as conf/criterio
     "crf_trigram": {"kind": "crf", "order": 3, "ctc_weight": 0.1},  # a trigram: the bundled model's own
 }
 GUARDS = ("auto", "replay", "distill", "l2sp", "none")
-GUARD_WEIGHTS = {"distill": 1.0, "l2sp": 1.0}  # the anchor's weight beside CTC (asr/training/anchor.py)
+GUARD_WEIGHTS = {"distill": 1.0, "l2sp": 1.0}  # the anchor's weight beside CTC (asr/training/acoustic/anchor.py)
 GUARD_NAMES = {"replay": "replay of the original mixture", "distill": "distillation toward the starting model",
                "l2sp": "L2-SP (a pull toward the starting weights)", "none": "none"}
 
@@ -53,7 +53,7 @@ class Recipe:
     # seconds of audio a second of training gets through, for the plan only: on the CPU about what the shipped
     # model's own training did on 2 cores (period 1 of recipes/voices: 2921 steps of 40 s in an hour, 2026-11-25);
     # on a GPU a guess, not measured here. A slower machine is stopped by the time budget, a faster one is done early.
-    augment: dict[str, Any] = field(default_factory=lambda: {  # AugmentConfig's fields (asr.training.data; the
+    augment: dict[str, Any] = field(default_factory=lambda: {  # AugmentConfig's fields (asr.training.acoustic.data; the
         "speeds": [0.95, 1.0, 1.05], "noise_prob": 0.2, "snr_db": [10.0, 35.0],  # rest keep its defaults)
         "time_masks": 2, "time_mask_frames": 40, "freq_masks": 2, "freq_mask_bins": 15})
 
@@ -80,7 +80,7 @@ def guard_of(recipe: Recipe, replay_found: bool) -> str:
 
 
 def anchor_of(recipe: Recipe, guard: str) -> dict[str, Any]:
-    """The training config's `anchor` (asr/training/anchor.py) for a guard."""
+    """The training config's `anchor` (asr/training/acoustic/anchor.py) for a guard."""
     if guard not in GUARD_WEIGHTS:
         return {"kind": "none", "weight": 0.0}
     weight = GUARD_WEIGHTS[guard] if recipe.guard_weight is None else recipe.guard_weight

@@ -24,11 +24,11 @@ from omegaconf import DictConfig, OmegaConf
 from asr.features import FbankConfig
 from asr.model.config import EncoderConfig
 from asr.model.folder import ONNX, WEIGHTS
-from asr.training.config import TrainConfig
-from asr.training.data import AugmentConfig, BucketBatchSampler
+from asr.training.acoustic.config import TrainConfig
+from asr.training.acoustic.data import AugmentConfig, BucketBatchSampler
 from asr.training.finetune.recipe import CRITERIA, Recipe, frozen
-from asr.training.progress import AudioBar, Budget
-from asr.training.train import export_checkpoint, train
+from asr.training.acoustic.progress import AudioBar, Budget
+from asr.training.acoustic.train import export_checkpoint, train
 
 DONE = "trained.json"
 

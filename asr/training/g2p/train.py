@@ -163,8 +163,8 @@ def train(lexicon: Lexicon, out: Path, cfg: G2PConfig, epochs: int, batch_size: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lexicon", required=True, help="a lexicon file (python -m asr.training.lexicon)")
+    parser = argparse.ArgumentParser(prog="python -m asr.training.g2p", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lexicon", required=True, help="a lexicon file (python -m asr.training.g2p.lexicon)")
     parser.add_argument("--out", required=True, help="folder for g2p.safetensors and metrics.json")
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--batch-size", type=int, default=128)

@@ -1,7 +1,7 @@
 """Word n-gram language model built from training text, written as an ARPA file.
 
-Interpolated modified Kneser-Ney (`asr.training.kneser_ney`) over the text's own words, counted and estimated
-as numpy arrays (`asr.training.ngram`), so the same code serves a user's few hundred sentences and the
+Interpolated modified Kneser-Ney (`asr.training.lm.kneser_ney`) over the text's own words, counted and estimated
+as numpy arrays (`asr.training.lm.ngram`), so the same code serves a user's few hundred sentences and the
 bundled LM's tens of millions of words (recipes/lm/build.py, which adds a fixed vocabulary, shards and a mixture).
 
 With --min-count C, n-grams (n >= 2) seen fewer than C times are not listed (pruning keeps a large corpus's
@@ -20,8 +20,8 @@ from typing import Iterable
 from asr import cli
 from asr.corpus.manifest import ManifestError, read_manifest
 from asr.text.normalize import normalize
-from asr.training import kneser_ney
-from asr.training.ngram import BOS, EOS, MAX_ORDER, UNK, BackoffModel, arpa_text, write_arpa
+from asr.training.lm import kneser_ney
+from asr.training.lm.ngram import BOS, EOS, MAX_ORDER, UNK, BackoffModel, arpa_text, write_arpa
 
 
 def build_model(sentences: Iterable[str], order: int = 3, min_count: int = 1) -> BackoffModel:

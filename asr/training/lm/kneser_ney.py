@@ -13,7 +13,7 @@ a(h) the sum over w, Nk(h) the number of w with a(h, w) = k (3+: at least 3), h'
 oldest word, D1, D2, D3 from the order's counts of counts: Y = n1 / (n1 + 2 n2), Dk = k - (k + 1) Y n(k+1) / nk (one
 discount Y for all where the counts are too few: `discounts`).
 Unigrams interpolate with the uniform distribution over the vocabulary (every word but <s>), so a word of the
-vocabulary never seen in the text still has a probability. Listed as ARPA (`asr.training.ngram`), each
+vocabulary never seen in the text still has a probability. Listed as ARPA (`asr.training.lm.ngram`), each
 n-gram carries this interpolated probability and each history gamma(h) as its back-off weight.
 
 `prune_counts` unlists n-grams seen fewer than a cut-off (and any with <unk>, which the search never outputs)
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from asr.training.ngram import BITS, BOS_ID, EOS_ID, UNK_ID, BackoffModel, Order, group_sums, mask
+from asr.training.lm.ngram import BITS, BOS_ID, EOS_ID, UNK_ID, BackoffModel, Order, group_sums, mask
 
 Counts = list[tuple[np.ndarray, np.ndarray]]  # per order n (index n - 1): (sorted keys, counts)
 

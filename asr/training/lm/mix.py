@@ -6,10 +6,10 @@ over the union of the two vocabularies: a word that one model does not know has 
 (each model is a distribution over its own words and <unk>, so the mixture is one over their union
 and <unk>). Every n-gram listed in either model is listed in the mixture with exactly that probability
 (each side computed with its own back-offs); every listed history gets the back-off weight that makes
-p(. | h) sum to one again (`asr.training.ngram`, where the arithmetic lives), so a reader that backs off (KenLM) sees a
-proper distribution for every history. This is how SRILM's `ngram -mix-lm` writes a static mixture.
+p(. | h) sum to one again (`asr.training.lm.ngram`, where the arithmetic lives), so a reader that backs off (KenLM)
+sees a proper distribution for every history. This is how SRILM's `ngram -mix-lm` writes a static mixture.
 
-    python -m asr.training.lm_mix A.arpa B.arpa --weight 0.3 --out mixed.arpa   (weight: A's share)
+    python -m asr.training.lm.mix A.arpa B.arpa --weight 0.3 --out mixed.arpa   (weight: A's share)
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from asr import cli
-from asr.training.ngram import ArpaError, BackoffModel, interpolate, read_arpa, write_arpa
+from asr.training.lm.ngram import ArpaError, BackoffModel, interpolate, read_arpa, write_arpa
 
 __all__ = ["ArpaError", "BackoffModel", "interpolate", "mix_arpa", "read_arpa", "write_arpa"]
 
@@ -30,7 +30,7 @@ def mix_arpa(a: str | Path, b: str | Path, weight: float, out: str | Path) -> Ba
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.new_parser("asr.training.lm_mix", __doc__.split("\n\n")[0])
+    parser = cli.new_parser("asr.training.lm.mix", __doc__.split("\n\n")[0])
     parser.add_argument("a", type=Path,
                         help="the first ARPA model (e.g. one of your own text: python -m asr.training.lm)")
     parser.add_argument("b", type=Path, help="the second (e.g. asr/pretrained/default.arpa.gz)")
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mixed = mix_arpa(args.a, args.b, args.weight, args.out)
     except (ArpaError, ValueError, OSError) as err:
-        print(f"asr.training.lm_mix: error: {err}", file=sys.stderr)
+        print(f"asr.training.lm.mix: error: {err}", file=sys.stderr)
         return 1
     sizes = ", ".join(f"{size} {n}-grams" for n, size in enumerate(mixed.sizes(), start=1))
     print(f"{args.out}: {sizes}", file=sys.stderr)

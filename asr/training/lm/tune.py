@@ -1,6 +1,6 @@
 """Choose the word LM's weight and per-word score on a validation set (grid search).
 
-    python -m asr.training.tune_lm --manifest DEV.jsonl [--model PATH] [--lm LM.arpa [LM2.arpa ...]]
+    python -m asr.training.lm.tune --manifest DEV.jsonl [--model PATH] [--lm LM.arpa [LM2.arpa ...]]
                              [--lm-weights 0.5 1 1.5] [--word-scores -1 0 1] [--beam-size 128] [--limit N]
                              [--rescore LM4 --rescore-weights .. --rescore-first-weights .. --rescore-word-scores ..]
 
@@ -90,9 +90,9 @@ def cached_logprobs(cache: Path | None, compute) -> list[np.ndarray]:
     return logprobs
 
 
-@interrupt.handled("tools.tune_lm")
+@interrupt.handled("training.lm.tune")
 def main(argv: list[str] | None = None) -> int:
-    parser = cli.new_parser("asr.training.tune_lm", __doc__)
+    parser = cli.new_parser("asr.training.lm.tune", __doc__)
     cli.add_manifest_args(parser)
     parser.add_argument("--lm", nargs="+", help="ARPA word LM(s) to compare; default: the bundled one")
     parser.add_argument("--lm-weights", type=cli.finite_float, nargs="+", default=[0.5, 1.0, 1.5])
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise FileNotFoundError(f"{lm}: no such LM file")
         skipped = cli.skipping(args)
         utterances = read_manifest(args.manifest, args.split, skipped=skipped)[: args.limit]
-        cli.note_skipped("training.tune_lm", args.manifest, skipped)
+        cli.note_skipped("training.lm.tune", args.manifest, skipped)
         recognizer = cli.load_recognizer(args)
         logprobs = cached_logprobs(args.cache, lambda: [recognizer.offline_logprobs(load_audio(u.audio))
                                                         for u in utterances])
@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"--rescore-first-weight {best[1]:g} --rescore-word-score {best[2]:g} WER={words.rate() * 100:.2f} "
                   f"CER={chars.rate() * 100:.2f} utts={len(logprobs)}")
     except (ManifestError, ModelError, AudioError, LMError, FileNotFoundError) as err:
-        cli.error("training.tune_lm", err)
+        cli.error("training.lm.tune", err)
         return 1
     return 0
 

@@ -2,8 +2,8 @@
 
 Hydra composes conf/train_restorer.yaml (the `restorer` group: small is the shipped size, toy the tests').
 Lightning fits `RestorerNet` (asr.text.restore.model) with cross-entropy on both heads; a network that reads
-pauses (model.pause_buckets > 0) also trains on recognition-like items (`asr.training.restorer_data`); the checkpoint with
-the lowest validation loss is exported to `run_dir/restorer.safetensors` and `run_dir/restorer.onnx`,
+pauses (model.pause_buckets > 0) also trains on recognition-like items (`asr.training.restorer.data`); the checkpoint
+with the lowest validation loss is exported to `run_dir/restorer.safetensors` and `run_dir/restorer.onnx`,
 and `run_dir/metrics.json` holds its held-out scores beside the trivial baseline's. Running the same
 command again resumes from the last checkpoint.
 """
@@ -14,14 +14,13 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import hydra
 import lightning as L
 import torch
 import torch.nn.functional as F
 from hydra.core.config_store import ConfigStore
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from torch import Tensor
 
 from asr.text.restore.labels import Labelled
@@ -29,9 +28,9 @@ from asr.text.restore.metrics import RestoreScore, format_summary, score_baselin
 from asr.text.restore.model import RestorerConfig, RestorerNet, export_onnx, save_restorer
 from asr.text.restore.noise import Confusions, Pauses
 from asr.text.restore.restorer import load_restorer
-from asr.training.config import OptimConfig, TrainerConfig
-from asr.training.module import warmup_cosine
-from asr.training.restorer_data import (IGNORE, RestorerDataConfig, RestorerDataModule, build_vocab, read_recognized,
+from asr.training.acoustic.config import OptimConfig, TrainerConfig
+from asr.training.acoustic.module import warmup_cosine
+from asr.training.restorer.data import (IGNORE, RestorerDataConfig, RestorerDataModule, build_vocab, read_recognized,
                                         read_sentences)
 
 log = logging.getLogger("asr.training.restorer")
@@ -152,12 +151,3 @@ def export_run(run_dir: Path, net: RestorerNet, vocab: list[str], valid: list[La
     print(format_summary("restorer", model))
     print(format_summary("baseline", baseline))
     return run_dir / "restorer.safetensors"
-
-
-@hydra.main(config_path="../../conf", config_name="train_restorer", version_base="1.3")
-def main(cfg: DictConfig) -> None:
-    train_restorer(OmegaConf.to_object(cfg))
-
-
-if __name__ == "__main__":
-    main()

@@ -2,10 +2,14 @@
 
 The student's block `block` output (B, T', D) goes through a training-only projection to the teacher's
 width; the loss per frame is DistilHuBERT's: L1 distance minus log-sigmoid of the cosine similarity,
-against the teacher's frame at the same time (asr/training/teacher.py caches them at the student's 40 ms
-rate from the clean audio). A view played faster or slower (speed perturbation) has fewer or more frames
+against the teacher's frame at the same time (asr/training/acoustic/whisper/teacher.py caches them at the
+student's 40 ms rate from the clean audio). A view played faster or slower (speed perturbation) has fewer or more frames
 than the clean audio; the teacher's frames are stretched to the view's length by linear interpolation,
 which is exact for a change of speed. The projection is not part of the exported model.
+
+An experiment that lost, kept only to reproduce a published table: arms b and c of `recipes/native/README.md`
+(`distill.weight` > 0 in `conf/experiment/native_distill.yaml`), whose rows are in `benchmarks/native/README.md`
+(no gain at equal compute, 2026-12-02). Every other config leaves it off (`enabled`).
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from torch import Tensor, nn
 
 @dataclass
 class DistillConfig:
-    teacher_dir: str | None = None  # the teacher's cache folder (python -m asr.training.teacher); None: off
+    teacher_dir: str | None = None  # the teacher's cache folder (python -m asr.training.acoustic.whisper.teacher);
+    # None: off
     weight: float = 0.0  # the distillation loss's weight beside CTC (chosen by dev)
     block: int = 8  # the student block (counted from 1) whose output learns the teacher's frames
     teacher_dim: int = 512  # the teacher's width (Whisper base: 512, tiny.en: 384)

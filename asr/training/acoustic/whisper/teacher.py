@@ -3,16 +3,20 @@
 Whisper's knowledge lives in full-context attention: frozen under a causal mask it is lost (its last
 block reads out characters at CER 42 with the whole utterance, 63-80 causally). So the streaming student
 is taught instead: the teacher runs once over each whole training utterance, and its frames are a dense
-target for every 40 ms of it (asr/training/distill.py).
+target for every 40 ms of it (asr/training/acoustic/whisper/distill.py).
 
 `WhisperTeacher` is the encoder of Whisper (MIT licence; the `pretrained` extra's CTranslate2 files, read
-by asr/training/whisper.py) as Whisper computes it: log-mel floored at each utterance's maximum minus 8,
-two convolutions centred on their frame (not causal), sinusoidal absolute positions, full attention. Its
+by asr/training/acoustic/whisper/weights.py) as Whisper computes it: log-mel floored at each utterance's maximum
+minus 8, two convolutions centred on their frame (not causal), sinusoidal absolute positions, full attention. Its
 outputs at 20 ms are averaged in pairs to the student's 40 ms frames and stored float16, one `.npy` per
 utterance under a cache folder, keyed by a hash of the audio file's bytes: audio rendered again into other
 bytes is computed again, and nothing else is (a corpus copied again, to new paths or times, keeps its frames).
 
-    python -m asr.training.teacher --out data/teacher/base MANIFEST [...]   (the cost per audio hour is printed)
+    python -m asr.training.acoustic.whisper.teacher --out data/teacher/base MANIFEST [...]  # prints the cost an hour
+
+An experiment that lost, kept only to reproduce a published table: the teacher's cache feeds arms b and c of
+`recipes/native/README.md` (`conf/experiment/native_distill.yaml`, `native_tiny_distill.yaml`), whose rows are in
+`benchmarks/native/README.md` (no gain at equal compute, 2026-12-02). No shipped model trains with it.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ from torch import Tensor, nn
 
 from asr.audio.files import load_audio
 from asr.features import Fbank, FbankConfig
-from asr.training.whisper import encoder_shape, encoder_weights, load_ct2
+from asr.training.acoustic.whisper.weights import encoder_shape, encoder_weights, load_ct2
 
 POOL = 2  # teacher frames (20 ms) per student frame (40 ms)
 
@@ -133,13 +137,14 @@ class TeacherCache:
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
         if not self.folder.is_dir():
-            raise FileNotFoundError(f"{self.folder}: no teacher cache (python -m asr.training.teacher writes one)")
+            raise FileNotFoundError(f"{self.folder}: no teacher cache "
+                                    "(python -m asr.training.acoustic.whisper.teacher writes one)")
 
     def load(self, audio: str | Path) -> np.ndarray:
         path = self.folder / cache_key(audio)
         if not path.exists():
             raise FileNotFoundError(f"{audio}: not in the teacher cache {self.folder} (new or re-rendered audio: "
-                                    "run python -m asr.training.teacher on its manifest)")
+                                    "run python -m asr.training.acoustic.whisper.teacher on its manifest)")
         return np.load(path)
 
 
@@ -175,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     from asr import cli  # noqa: PLC0415
     from asr.corpus.manifest import read_manifest  # noqa: PLC0415
 
-    p = cli.new_parser("asr.training.teacher", __doc__)
+    p = cli.new_parser("asr.training.acoustic.whisper.teacher", __doc__)
     p.add_argument("manifests", nargs="+", type=Path, help="the training manifests whose audio it runs over")
     p.add_argument("--out", type=Path, required=True, help="the cache folder (data/teacher/<teacher>)")
     p.add_argument("--teacher", default="base", help="Whisper size of the pretrained extra (base, tiny.en)")

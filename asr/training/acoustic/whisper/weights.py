@@ -15,6 +15,10 @@ A string is a uint16 length (its trailing NUL included) and the bytes.
 become the causal subsampling, the fused q/k/v and output projections the blocks' attention, the pre-norm
 layer norms and the GELU MLP map one to one. Whisper's absolute positions are left out (the window and the
 distance bias carry order) and the CMVN is the identity (the whisper front end scales its own frames).
+
+An experiment that lost, kept only to reproduce published tables: `init_from_whisper` starts arms c and d of
+`recipes/voices/README.md` ("Starting points and lookahead"; `benchmarks/ab/README.md`, 2026-11-29) and arm c of
+`recipes/native/README.md` (`benchmarks/native/README.md`, 2026-12-02), far behind the shipped model in both.
 """
 from __future__ import annotations
 
