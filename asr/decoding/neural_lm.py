@@ -4,7 +4,7 @@
     ids = [lm.ids("WHERE ARE YOU GOING".split())]        # 0 is the sentence boundary, 1 <unk>
     lm.sentence_logprobs(ids)                            # array([-21.3]): natural log, the end of sentence included
 
-The network is `asr.training.neural_lm.WordTransformer` (trained by `recipes/lm/neural.py`): adaptive input
+The network is `asr.training.lm.neural.WordTransformer` (trained by `recipes/lm/neural.py`): adaptive input
 embeddings, pre-norm causal Transformer blocks, an adaptive softmax over the same word clusters. It reads each
 sentence from the boundary at position 0, as it was trained; a sentence longer than the context is read in
 overlapping windows, each word predicted from up to `context - 1` words before it (`asr.decoding.prefix_tree`,

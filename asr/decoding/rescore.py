@@ -52,7 +52,7 @@ def paired_second_pass(lm: str | Path | None, model: str | Path | None = None) -
 @dataclass(frozen=True)
 class RescoreConfig:
     """The second pass's LM and weights; the weights are tuned with the first pass's on a held-out speaker
-    (`asr.training.tune_lm --rescore`)."""
+    (`asr.training.lm.tune --rescore`)."""
 
     lm: str | None = "bundled"  # the second LM (ARPA, KenLM's binary, or a neural LM's .safetensors); "bundled":
     # the one that goes with the first pass's LM (`paired_second_pass`: the bundled one after the bundled LM, a model
