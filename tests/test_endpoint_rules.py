@@ -22,7 +22,7 @@ from helpers import emissions
 
 FS = 0.04  # seconds an encoder frame
 CORPUS = ["THE CAT SAT", "A CAT SAT", "THE DOG SAT", "A DOG SAT", "THE CAT SAT ON THE MAT", "THE DOG RAN"] * 3
-RULES = EndpointConfig(sentence_end_silence=0.2, mid_phrase_silence=0.8, sentence_end_logprob=-0.5)
+RULES = EndpointConfig.by_sentence(sentence_end_silence=0.2, mid_phrase_silence=0.8, sentence_end_logprob=-0.5)
 TOKENIZER = Tokenizer("char")
 
 
@@ -104,7 +104,7 @@ def test_a_pause_must_last_through_the_lookahead_chunk_holding_its_end(decoder: 
 
 
 def test_without_a_word_lm_a_pause_ends_after_the_fixed_silence() -> None:
-    tokens, cfg = [Token(5, 3)], EndpointConfig()
+    tokens, cfg = [Token(5, 3)], EndpointConfig.by_sentence()
     assert end_frame(tokens, 0, 100, cfg, FS) == 3 + 1 + round(cfg.no_lm_silence / FS)
     assert end_frame(tokens, 0, 100, EndpointConfig.fixed(1.2), FS) == 3 + 1 + 30
     greedy = Segmenter(Decoder(TOKENIZER), FS)

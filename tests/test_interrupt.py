@@ -108,9 +108,10 @@ def test_stream_of_standard_input_flushes_what_it_heard(tmp_path: Path) -> None:
     """The finals of the audio that arrived before Ctrl-C, the open segment's included: those of a file holding
     just that audio."""
     wave, rate = sf.read(EXAMPLE, dtype="float32")
-    pcm = np.round(np.concatenate([wave, wave]) * 32767).astype(np.int16)
+    gap = np.zeros(rate, np.float32)  # a pause that ends a segment whatever the model's lookahead chunk holds
+    pcm = np.round(np.concatenate([wave, gap, wave]) * 32767).astype(np.int16)
     data, header = wav_bytes(pcm, rate)
-    heard = pcm[: pcm.size * 3 // 4]  # the first copy and half the second
+    heard = pcm[: pcm.size * 3 // 4]  # the first copy, the pause and half the second
     tool = start("asr.stream", "--file", "-", "--json", stdin=subprocess.PIPE)
     tool.stdin.write(data[: header + 2 * heard.size])
     tool.stdin.flush()

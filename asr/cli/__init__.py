@@ -248,15 +248,16 @@ def add_decoder_args(parser: argparse.ArgumentParser) -> None:
 def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
     """The endpoint rules (asr.decoding.endpoint_rules) as flags."""
     defaults = EndpointConfig()
-    parser.add_argument("--sentence-end-silence", type=positive_float, default=defaults.sentence_end_silence,
-                        help="seconds of silence after speech that end a segment where the word LM says the sentence "
-                             f"can end there (default {defaults.sentence_end_silence:g})")
-    parser.add_argument("--mid-phrase-silence", type=positive_float, default=defaults.mid_phrase_silence,
-                        help="seconds of silence after speech that end a segment where it says the sentence goes on "
-                             f"(default {defaults.mid_phrase_silence:g}; {defaults.no_lm_silence:g} without a word LM)")
+    parser.add_argument("--sentence-end-silence", type=positive_float, default=None,
+                        help="let the word LM judge where a sentence ends: seconds of silence after speech that end a "
+                             "segment where it says the sentence can end (with either of these two flags; default "
+                             f"{defaults.sentence_end_silence:g})")
+    parser.add_argument("--mid-phrase-silence", type=positive_float, default=None,
+                        help="... and where it says the sentence goes on (default "
+                             f"{defaults.mid_phrase_silence:g}; {defaults.no_lm_silence:g} without a word LM)")
     parser.add_argument("--trailing-silence", type=positive_float, default=None,
-                        help="one fixed silence (seconds) that ends a segment whatever was said, the rule before "
-                             "2026-12-08 (default: the two above, as the word LM judges)")
+                        help="one fixed silence (seconds) that ends a segment whatever was said (the default rule, "
+                             f"{defaults.trailing_silence:g})")
     parser.add_argument("--min-segment", type=non_negative_float, default=defaults.min_segment,
                         help="seconds: a shorter segment does not end on silence (default 0)")
     parser.add_argument("--max-segment", type=positive_float, default=defaults.max_segment,
@@ -268,11 +269,14 @@ def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
     each input one segment, `EndpointConfig.whole`)."""
     if getattr(args, "whole", False):
         return EndpointConfig.whole()
+    judged = ("sentence_end_silence", "mid_phrase_silence")
     defaults = EndpointConfig()
-    if getattr(args, "trailing_silence", None) is not None:  # the fixed rule of before
+    if getattr(args, "trailing_silence", None) is not None:
         defaults = EndpointConfig.fixed(args.trailing_silence)
-    names = ("sentence_end_silence", "mid_phrase_silence", "min_segment", "max_segment")
-    return replace(defaults, **{name: getattr(args, name) for name in names if hasattr(args, name)})
+    elif any(getattr(args, name, None) is not None for name in judged):  # the word LM judges
+        defaults = EndpointConfig.by_sentence()
+    names = (*judged, "min_segment", "max_segment")
+    return replace(defaults, **{name: getattr(args, name) for name in names if getattr(args, name, None) is not None})
 
 
 def load_recognizer(args: argparse.Namespace) -> Recognizer:

@@ -19,8 +19,8 @@ word LM (greedy decoding, a phone model's lexicon search without one) cannot jud
 holds the rule's frame (`through_chunk`, `heard_by`): the model computes that chunk's frames at once, so the
 decision comes no later for it, and speech that resumes within them keeps the segment open (at 0.4 s on 40
 speechocean762 train utterances: 41 cuts inside utterances -> 16, WER 11.81 -> 5.51; on 40 of speaker 8226's,
-38 -> 26, 8.88 -> 9.31). `EndpointConfig.fixed(S)` is the only rule before 2026-12-08: S seconds of silence
-whatever was said, decided at its frame.
+38 -> 26, 8.88 -> 9.31). `EndpointConfig.fixed(S)`, the default at S = 0.4: S seconds of
+silence whatever was said, decided at its frame.
 """
 from __future__ import annotations
 
@@ -34,31 +34,39 @@ NEVER_S = 1e9  # seconds (31 years): a rule that never fires in practice (`Endpo
 
 @dataclass
 class EndpointConfig:
-    """The endpoint rules (seconds; see the module's docstring). Rules 2 and 3 chosen 2026-12-08 on training-side
-    data, 80 utterances each of LibriSpeech speaker 8226 and speechocean762 train (`scripts/bench/turns.py --sets
-    tune`, whole-utterance WER 7.77 / 3.76): the fixed 0.4 s before them read 7.57 / 8.71 with 87 / 57 cuts inside
-    utterances, end of speech -> final 0.76 / 0.70 s median; these 7.53 / 7.52, 121 / 39 cuts, 0.53 / 0.54 s (a busy
-    machine, before the early steps' 20 ms gain). A log-prob threshold of -1.5 read 7.57 / 6.73 but left 10% of
-    the sentence ends waiting mid-phrase (p95 1.13 s), 0.2 s whatever was said 7.49 / 8.12; mid-phrase 1.0 s cut no
-    fewer than 0.8. The n-gram's P(</s>) tells a reader's pause from a sentence end only weakly: at 0.2 s into
-    pauses inside 8226's utterances its median is 10^-0.97, at their ends 10^-0.87 (speechocean762 train: 10^-1.5,
-    10^-0.8)."""
+    """The endpoint rules (seconds; see the module's docstring). The default is one fixed trailing silence of 0.4 s,
+    whatever was said; `by_sentence()` (the tools' --sentence-end-silence / --mid-phrase-silence) lets the word LM
+    judge instead. Those rules are not the default: on 150 utterances of each dev set (`scripts/bench/turns.py --sets
+    dev --limit 150`, 2026-12-07) they read speechocean762 dev 36.11 (fixed 0.4 s: 35.68; whole utterances 34.59)
+    and dev-clean-2 18.42 (17.83) at an end of speech -> final of 0.58-0.59 s median (0.71-0.74). Rules 2 and 3 chosen 2026-12-07 on training-side
+    data, LibriSpeech speaker 8226 (118 utterances) and 150 of speechocean762 train (`scripts/bench/turns.py --sets
+    tune --limit 150`; whole-utterance WER 7.73 / 4.21; a busy machine): the fixed 0.4 s before them read 7.29 / 9.46
+    with 129 / 104 cuts inside utterances, end of speech -> final 0.74 / 0.70 s median (p95 0.97 / 0.89); these
+    7.29 / 8.41, 176 / 82 cuts, 0.49 / 0.45 s (0.76 / 0.72). Stricter, 10^-1: 7.40 / 6.31 but 0.72 / 0.56 s (p95
+    1.32 / 1.28, a tenth of the sentence ends judged mid-phrase); 0.3 s: 7.29 / 6.62 at 0.66 / 0.61 s; 0.4 s for
+    both: 7.54 / 6.41 at 0.74 / 0.70 s; mid-phrase 1.0 s cut no fewer than 0.8 (80 utterances each). The n-gram's
+    P(</s>) tells a reader's pause from a sentence end only weakly: 0.2 s into the pauses inside 8226's utterances
+    its median is 10^-0.97, at their ends 10^-0.87 (speechocean762 train: 10^-1.5 and 10^-0.8)."""
 
     sentence_end_silence: float = 0.2  # rule 2: blank after the last token that ends a sentence the LM lets end
     mid_phrase_silence: float = 0.8  # rule 3: blank after the last token that ends a segment mid-phrase
     sentence_end_logprob: float = -2.0  # log10 P(</s> | the best hypothesis's words) at or above which it can end
     no_lm_silence: float = 0.4  # blank after the last token that ends a segment where no word LM can judge
-    trailing_silence: float | None = None  # one fixed silence instead of rules 2 and 3, whatever was said
-    through_chunk: bool = True  # a pause must last through the model's lookahead chunk holding its end (`heard_by`)
+    trailing_silence: float | None = 0.4  # one fixed silence instead of rules 2 and 3, whatever was said (None: them)
+    through_chunk: bool = False  # a pause must last through the model's lookahead chunk holding its end (`heard_by`)
     min_segment: float = 0.0  # a shorter segment does not end on silence
     max_segment: float = 20.0  # rule 5: a segment this long ends wherever it is
     silence_no_speech: float = 2.4  # rule 1: blank with nothing decoded that ends (and drops) a segment
 
     @classmethod
     def fixed(cls, trailing_silence: float) -> "EndpointConfig":
-        """One trailing silence whatever was said, decided at its frame (the rule before 2026-12-08 was
-        `fixed(0.4)`)."""
+        """One trailing silence whatever was said, decided at its frame (the default is `fixed(0.4)`)."""
         return cls(trailing_silence=trailing_silence, through_chunk=False)
+
+    @classmethod
+    def by_sentence(cls, **fields) -> "EndpointConfig":
+        """Rules 2 and 3: the word LM judges whether the sentence can end; a pause lasts through its lookahead chunk."""
+        return cls(**{"trailing_silence": None, "through_chunk": True, **fields})
 
     @classmethod
     def whole(cls) -> "EndpointConfig":

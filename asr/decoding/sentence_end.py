@@ -13,20 +13,31 @@ once a pause.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 from flashlight.lib.text.decoder import CriterionType, LexiconDecoder, LexiconDecoderOptions
 
+from asr.decoding.ctc import GreedySearch
 from asr.text.tokenizer import BLANK
 
-if TYPE_CHECKING:
-    from asr.decoding.beam import BeamSearch
+
+class Searching(Protocol):
+    """What is read of a segment's search (`asr.decoding.beam.BeamSearch`, which imports this module)."""
+
+    lm: Any  # its WordLM: the KenLM model, the lexicon's units and settings
+    offset: int  # the segment's first frame
+    frames: int  # frames pushed
+    decoder: Any  # flashlight's LexiconDecoder
+    greedy: GreedySearch  # the greedy tokens of the frames pushed
+    heard: list[np.ndarray]  # the frames pushed
+    trie: Any  # the lexicon trie it searches
+    word_lm: Any  # the LM it scores with (KenLM, or its hotword list's)
 
 BEAM = 32  # hypotheses the search of the last word's frames keeps: a word or two, from one start
 
 
-def sentence_end(search: "BeamSearch") -> float:
+def sentence_end(search: Searching) -> float:
     """log10 P(</s> | `search`'s best hypothesis so far), its unfinished last word counted as the words its frames
     spell; -inf where they spell none. The search has a word LM (`search.lm.path`)."""
     lm = search.lm
@@ -47,7 +58,7 @@ def sentence_end(search: "BeamSearch") -> float:
     return float(ken.finish(state)[1])
 
 
-def spelled(search: "BeamSearch", done: int) -> list[int] | None:
+def spelled(search: Searching, done: int) -> list[int] | None:
     """The word labels that `search`'s frames from `done` on spell, ended as a segment's last word is (None: no
     hypothesis ends on a whole word but along a path `beam_threshold` less likely than the frames' best)."""
     lm, cfg = search.lm, search.lm.cfg

@@ -21,7 +21,7 @@ import numpy as np
 
 GRID = 320  # samples at 16 kHz: early steps end on a 20 ms grid (fewer distinct step lengths to batch)
 GAIN = 320  # an early step is taken only if it comes more than 20 ms before the chunk's end. At 100 ms (before
-# 2026-12-08) a stream's first few endpoints waited for the chunk's end: the model's 480 ms chunks end 5, 25, 45 ...
+# 2026-12-07) a stream's first few endpoints waited for the chunk's end: the model's 480 ms chunks end 5, 25, 45 ...
 # ms before the 500 ms ones: on 40 speechocean762 train utterances, 17 finals came 5-185 ms later than the model
 # allowed (0.045 s on average; the wait for the model's chunk, median 0.30 s, p95 0.48), at 20 ms 4 (0.015 s; 0.24,
 # 0.42)

@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline-lm-weight", type=float, default=BeamConfig().lm_weight)
     p.add_argument("--baseline-word-score", type=float, default=BeamConfig().word_score)
     p.add_argument("--trailing-silence", type=float, nargs="+", default=[None],
-                   help="fixed trailing silences, the rule before 2026-12-08 (default: the tools' rules, as the word "
-                        "LM judges; scripts/bench/turns.py compares them)")
+                   help="fixed trailing silences (default: the tools' rule, a fixed 0.4 s; scripts/bench/turns.py "
+                        "compares it with the word LM's judgement)")
     p.add_argument("--limit", type=int, default=30, help="utterances per set")
     p.add_argument("--rescore-off-too", action="store_true", help="each model also without its second pass")
     args = p.parse_args(argv)
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             decoder = Decoder.load(recognizer.tokenizer, lm, beam, restorer=None, rescore=rescore)
             for silence in args.trailing_silence:
                 row = finals_row(recognizer, decoder, clips, silence)
-                shown = "by the LM" if silence is None else f"{silence:g}"
+                shown = "the tools' rule" if silence is None else f"{silence:g}"
                 print(f"| {name}{label} | {shown} | {row['median']:.2f} / {row['p95']:.2f} | "
                       f"{row['n']} / {row['not_endpointed']} |", flush=True)
     return 0

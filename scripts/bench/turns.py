@@ -1,7 +1,7 @@
 """Turn-taking: end of speech -> final, the endpointer's WER beside whole utterances, and cuts inside a sentence,
 for several endpoint rules in one run (a developer bench).
 
-    python scripts/bench/turns.py [--limit 150] [--sets dev|tune] [--rules fixed=0.4 default lm=0.2,0.8,-1.5]
+    python scripts/bench/turns.py [--limit 150] [--sets dev|tune] [--rules default sentence lm=0.2,0.8,-1.5]
                                   [--model M] [--json OUT]
 
 Each utterance of speechocean762 dev and LibriSpeech dev-clean-2 (`--limit N`: N spread evenly over each; `--sets
@@ -9,8 +9,9 @@ tune`: LibriSpeech speaker 8226 and speechocean762 train, the training-side data
 is played as a live stream with its own pauses, then 3 s of faint noise, through the tools' emission loop
 (`asr.decoding.endpoint.emissions`: 500 ms chunks, early steps, the word-LM search and its second pass, plain words,
 1 thread), under each rule: `fixed=S`
-(`EndpointConfig.fixed(S)`: S seconds of silence whatever was said; the tools' rule before 2026-12-08 was
-fixed=0.4), `default` (`EndpointConfig()`), `lm=SHORT,LONG,LOGPROB` (the default with those three fields). Per
+(`EndpointConfig.fixed(S)`: S seconds of silence whatever was said), `default` (`EndpointConfig()`, the tools' rule:
+fixed=0.4), `sentence` (`EndpointConfig.by_sentence()`: the word LM judges), `lm=SHORT,LONG,LOGPROB` (that with
+those three fields). Per
 set and rule it prints:
 
 - end of speech -> final: from the end of the utterance's last word to its final's emission (stream time plus
@@ -62,17 +63,19 @@ TUNE = [EvalSet("librispeech-8226", SHARED / "librispeech" / "train-clean-100-4s
 
 
 def rule(spec: str) -> EndpointConfig:
-    """fixed=S, default, or lm=SHORT,LONG,LOGPROB -> its EndpointConfig (ValueError with the reason)."""
+    """fixed=S, default, sentence, or lm=SHORT,LONG,LOGPROB -> its EndpointConfig (ValueError with the reason)."""
     name, _, value = spec.partition("=")
     if name == "default" and not value:
         return EndpointConfig()
+    if name == "sentence" and not value:
+        return EndpointConfig.by_sentence()
     if name == "fixed":
         return EndpointConfig.fixed(float(value)).validate()
     if name == "lm" and len(parts := value.split(",")) == 3:
         short, long, logprob = map(float, parts)
-        return EndpointConfig(sentence_end_silence=short, mid_phrase_silence=long,
-                              sentence_end_logprob=logprob).validate()
-    raise ValueError(f"a rule is fixed=S, default or lm=SHORT,LONG,LOGPROB (got {spec!r})")
+        return EndpointConfig.by_sentence(sentence_end_silence=short, mid_phrase_silence=long,
+                                          sentence_end_logprob=logprob).validate()
+    raise ValueError(f"a rule is fixed=S, default, sentence or lm=SHORT,LONG,LOGPROB (got {spec!r})")
 
 
 @dataclass
@@ -84,7 +87,7 @@ class Tally:
     not_endpointed: int = 0
     words: Score = field(default_factory=Score)
     cuts: int = 0  # finals ending before their utterance does
-    inside: int = 0  # ... of which inside a sentence
+    inside: int | None = 0  # ... of which inside a sentence (None: not told, without the restorer)
 
     def row(self) -> dict:
         delay = percentiles(self.delays)
@@ -136,14 +139,15 @@ def tally_clip(tally: Tally, clip: Clip, finals: list[Emission], total_s: float,
     ends = sentence_ends(restorer, ref.split()) if restorer is not None else set()
     for k in counts[:-1]:
         tally.cuts += 1
-        tally.inside += restorer is not None and ref_position(ref, hyp, int(k)) not in ends
+        if restorer is not None:
+            tally.inside += ref_position(ref, hyp, int(k)) not in ends
 
 
 def run(recognizer: Recognizer, decoder: Decoder, clips: list[Clip], rules: dict[str, EndpointConfig],
         restorer: Restorer | None) -> dict[str, dict]:
     """Every rule over `clips`, and the whole-utterance WER under the name "whole"."""
     rng = np.random.default_rng(0)
-    tallies = {name: Tally() for name in rules}
+    tallies = {name: Tally(inside=None if restorer is None else 0) for name in rules}
     whole = Score()
     for clip in clips:
         whole.add(score(normalize(clip.text), normalize(recognize(recognizer, clip.wave, decoder)))[0])
@@ -166,7 +170,7 @@ def table(results: dict[str, dict[str, dict]], counts: dict[str, int]) -> str:
             lines.append(f"| {set_name} ({counts[set_name]}) | {name} | {r['median_s']:.2f} / {r['p95_s']:.2f} | "
                          f"{r['rule_median_s']:.2f} / {r['chunk_median_s']:.2f} / {r['compute_median_s']:.3f} | "
                          f"{r['not_endpointed']} | {r['wer']:.2f} ({whole:.2f}) | "
-                         f"{r['cuts']} ({r['cuts_inside_sentence']}) |")
+                         f"{r['cuts']} ({'-' if r['cuts_inside_sentence'] is None else r['cuts_inside_sentence']}) |")
     return "\n".join(lines)
 
 
@@ -176,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", help="the acoustic model (default: the bundled one, with the bundled LM)")
     p.add_argument("--sets", choices=("dev", "tune"), default="dev",
                    help="dev: speechocean762 dev and dev-clean-2; tune: speaker 8226 and speechocean762 train")
-    p.add_argument("--rules", nargs="+", default=["fixed=0.4", "default"],
-                   help="fixed=S, default, lm=SHORT,LONG,LOGPROB (default: fixed=0.4 default)")
+    p.add_argument("--rules", nargs="+", default=["default", "sentence"],
+                   help="fixed=S, default, sentence, lm=SHORT,LONG,LOGPROB (default: default sentence)")
     p.add_argument("--limit", type=int, help="utterances per set, spread evenly over it (default: all)")
     p.add_argument("--no-restorer", action="store_true", help="count cuts without telling where a sentence ends")
     p.add_argument("--json", type=Path, help="also write the figures here")
