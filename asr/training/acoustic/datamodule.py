@@ -4,8 +4,11 @@ cached frames beside the training batches when a run distils (`asr.training.acou
 from __future__ import annotations
 
 import functools
+import os
+import threading
 
 import lightning as L
+from lightning.fabric.utilities.seed import pl_worker_init_function
 from torch.utils.data import DataLoader
 
 from asr.corpus.manifest import Utterance
@@ -45,10 +48,34 @@ class SpeechDataModule(L.LightningDataModule):
                                 self.alternatives and train)
         sampler = BucketBatchSampler([u.duration for u in utts], self.cfg.max_batch_seconds, shuffle=train)
         return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.cfg.num_workers,
-                          persistent_workers=self.cfg.num_workers > 0)
+                          persistent_workers=self.cfg.num_workers > 0, worker_init_fn=start_loader_process)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader(self.train_utts, train=True)
 
     def val_dataloader(self) -> DataLoader:
         return self._loader(self.valid_utts, train=False)
+
+
+def start_loader_process(worker_id: int) -> None:
+    """A loader process's start: Lightning's seeding where the run asked for it (seed_everything(workers=True), which
+    Lightning adds only to a loader without its own start function), and no traceback when the main process leaves
+    while this one hands it a batch (Ctrl-C: the thread that passes tensors' file descriptors then sees its
+    connection reset, which is the run ending, not an error)."""
+    if int(os.environ.get("PL_SEED_WORKERS", 0)):
+        pl_worker_init_function(worker_id)
+    report = threading.excepthook
+
+    def quiet_when_orphaned(args: threading.ExceptHookArgs) -> None:
+        sharer = args.exc_traceback is not None and any(
+            frame.f_code.co_filename.endswith("resource_sharer.py") for frame, _ in _frames(args.exc_traceback))
+        if not (sharer and issubclass(args.exc_type, (ConnectionError, EOFError))):
+            report(args)
+
+    threading.excepthook = quiet_when_orphaned
+
+
+def _frames(tb):
+    while tb is not None:
+        yield tb.tb_frame, tb.tb_lineno
+        tb = tb.tb_next
