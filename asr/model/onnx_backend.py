@@ -83,8 +83,9 @@ class OnnxModel:
         """Independent streams (log-mel (T_i, F) and a batch-1 state each) in one graph run: each row's
         leftover and new frames, normalised here and padded at the end to the longest; `final`: the
         streams end here (a lookahead model computes its last, partial chunk)."""
-        states = [self._normalise(np.asarray(f, np.float32), s) for f, s in zip(feats, states)]
-        frames = [np.concatenate([s["frames"][0], s.pop("normed")]) for s in states]
+        normed = [self._normalise(np.asarray(f, np.float32), s) for f, s in zip(feats, states)]
+        states = [s for _, s in normed]
+        frames = [np.concatenate([s["frames"][0], n]) for n, s in normed]
         ends = np.array([ready_frames(frames_out(len(f), self.kernel, self.stride), self.cfg.chunk, final)
                          for f in frames], dtype=np.int64)
         if not ends.any():  # no row completes an encoder frame: nothing for the graph to do
@@ -101,15 +102,15 @@ class OnnxModel:
                                          **{name: out[i:i + 1] for name, out in zip(self.names[1:], new)}})
                 for i in range(len(frames))]
 
-    def _normalise(self, feats: np.ndarray, state: OnnxState) -> OnnxState:
-        """One stream's raw log-mel (T, F) normalised (cfg.norm), as the state's "normed" entry, and the state
-        with its running mean moved on."""
+    def _normalise(self, feats: np.ndarray, state: OnnxState) -> tuple[np.ndarray, OnnxState]:
+        """One stream's raw log-mel (T, F) -> its normalised frames (cfg.norm) and the state with its running mean
+        moved on."""
         if not self.host:
-            return {**state, "normed": (feats - self.mean) / self.std}
+            return (feats - self.mean) / self.std, state
         count = int(state["norm_count"][0])
         centred, mean = running_norm(feats, state["norm_mean"][0], count, self.cfg.norm_prior, self.cfg.norm_horizon)
-        return {**state, "normed": centred / self.std, "norm_mean": mean[None],
-                "norm_count": np.array([count + len(feats)], np.int64)}
+        return centred / self.std, {**state, "norm_mean": mean[None],
+                                    "norm_count": np.array([count + len(feats)], np.int64)}
 
     def stack_states(self, states: list[OnnxState]) -> OnnxState:
         """Batch-1 states with equal shapes (as many leftover frames) -> one state with a row per stream."""
