@@ -61,7 +61,9 @@ class OnnxModel:
         return self._zeros(batch)
 
     def _zeros(self, batch: int) -> OnnxState:
-        state = {"norm_mean": np.tile(self.mean, (batch, 1)), "norm_count": np.zeros(batch, np.int64)} if self.host else {}
+        state = {}
+        if self.host:  # the running mean starts at the stored one
+            state = {"norm_mean": np.tile(self.mean, (batch, 1)), "norm_count": np.zeros(batch, np.int64)}
         for name in self.names:
             if name == "invalid":
                 state[name] = np.full((batch,), self.slots, dtype=np.int64)
