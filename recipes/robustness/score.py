@@ -6,8 +6,7 @@ Runs `scripts/bench/robustness.py` on the candidate of the arm's newest period t
 candidate.safetensors, as `recipes/voices/continue.py` left it), with the search settings the row was scored with,
 decoding as the tools do (`--beam`: the word-LM search and its second pass; a model file alone would decode
 without an LM), writes its figures into `--out` (default benchmarks/robustness/<arm>/pNNN), and adds to that row:
-the mean
-ratio of degraded to clean WER over both sets (`robust_ratio`), each set's clean WER on the benchmark's subset
+the mean ratio of degraded to clean WER over both sets (`robust_ratio`), each set's clean WER on the benchmark's subset
 (`robust_libri_clean`, `robust_dev_clean`), the words a minute of noise alone (`noise_wpm`) and the subset's size
 (`robust_limit`). `--shipped MODEL` scores the model the A/B started from instead, into the reference scores beside
 the rows (`<rows>_reference.json`, which `continue.py --score-default` writes; `scripts/bench/ab.py` reads both).
