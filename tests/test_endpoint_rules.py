@@ -123,6 +123,11 @@ def test_the_rules_as_options() -> None:
         EndpointConfig(sentence_end_silence=1.0, mid_phrase_silence=0.5).validate()
     with pytest.raises(ValueError, match="sentence-end-logprob"):
         EndpointConfig(sentence_end_logprob=0.5).validate()
+    alone = cli.endpoint_config(parser.parse_args(["--words-before", "0", "--mid-sentence", "0"]))
+    assert (alone.words_before, alone.mid_sentence) == (0, 0.0)  # each segment a sentence of its own
+    for bad in (["--words-before", "-1"], ["--mid-sentence", "1.5"], ["--words-before", "two"]):
+        with pytest.raises(SystemExit):
+            parser.parse_args(bad)
 
 
 def test_a_segment_the_lm_let_end_ends_its_sentence_for_the_restorer(decoder: Decoder) -> None:

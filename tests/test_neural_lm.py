@@ -85,6 +85,25 @@ def test_long_lists_read_in_pieces_score_as_whole_sequences(tmp_path: Path, piec
         assert got.argmax() == expected.argmax()  # the second pass chooses the same hypothesis
 
 
+def test_a_segment_is_read_after_the_words_before_it_its_end_apart(tmp_path: Path) -> None:
+    """A segment in place (asr.decoding.rescore.Place) scores what its words add to the stream's words before it:
+    the same as the whole read from the boundary, less the words before; the end after them apart."""
+    model = tiny_model(2)
+    export(model, WORDS, tmp_path / "lm.safetensors")
+    lm = NeuralLM.load(tmp_path / "lm.safetensors")
+    before, sentences = [7, 15, 3], [[5, 12, 39], [5, 12], [30], []]  # the whole of the longest fills the context
+
+    def per_word(words: list[int]) -> np.ndarray:
+        with torch.no_grad():
+            return model(torch.tensor([[BOUNDARY, *words]]), torch.tensor([[*words, BOUNDARY]])).numpy()[0]
+
+    words, ends = lm.word_and_end_logprobs(sentences, before)
+    assert words == pytest.approx([per_word(before + s)[len(before):-1].sum() for s in sentences], abs=1e-4)
+    assert ends == pytest.approx([per_word(before + s)[-1] for s in sentences], abs=1e-4)
+    assert lm.sentence_logprobs(sentences, before) == pytest.approx(words + ends)
+    assert lm.word_and_end_logprobs([[]])[0].tolist() == [0.0]  # no words: the end alone
+
+
 def test_windows_are_laid_out_for_the_longest_sentence() -> None:
     assert spans(5, 8) == [(0, 5, 0)]
     assert spans(21, 8) == [(0, 8, 0), (4, 12, 8), (8, 16, 12), (12, 20, 16), (13, 21, 20)]

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import shutil
 from pathlib import Path
 
@@ -14,7 +16,8 @@ from asr.decoding.beam import BeamConfig, WordLM
 from asr.decoding import rescore as rescore_module
 from asr.decoding.decoder import Decoder
 from asr.decoding.hotwords import parse_hotwords
-from asr.decoding.rescore import RescoreConfig, Rescorer, paired_second_pass
+from asr.decoding.endpoint import EndpointConfig, Segmenter
+from asr.decoding.rescore import Place, RescoreConfig, Rescorer, ngram_score, paired_second_pass
 from asr.pretrained import default_lm_path, default_rescore_lm_path
 from asr.text.tokenizer import Tokenizer
 from asr.training.lm import tune as tune_lm
@@ -209,3 +212,60 @@ def test_a_model_folders_second_pass_goes_with_its_own_lm(tmp_path: Path) -> Non
     other.write_text(build_arpa(FIRST))
     assert api.load_decoder(recognizer, bundled=False, lm=other, beam_config=BeamConfig(beam_size=8), restore=False,
                             own_lm=own / "lm.arpa", model=own).rescorer is None
+
+
+# "?AT" cut from the words before it: C and H heard alike; alone the LM prefers CAT, after MY it prefers HAT
+AFTER = ["MY HAT IS RED"] * 3 + ["THE CAT IS BLACK"] * 4 + ["CAT"] * 2
+HEARD_ALONE = [{"C": 0.46, "H": 0.44}, {"A": 0.9}, {"T": 0.9}, {"<blank>": 0.9}]
+
+
+def test_in_place_an_ngram_scores_what_the_words_add_to_the_stream(tmp_path: Path) -> None:
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(AFTER))
+    word_lm = WordLM(Tokenizer("char"), arpa, BeamConfig(beam_size=8))
+    ken, unk, label = word_lm.lm, word_lm.unk, word_lm.labels
+    before, words = label(["THE", "CAT"]), label(["IS", "BLACK"])
+    whole = ngram_score(ken, unk, before + words)
+    open_before = ngram_score(ken, unk, before, Place(mid=1.0))  # no end: the sentence goes on
+    assert ngram_score(ken, unk, words, Place(before)) == pytest.approx(whole - open_before, abs=1e-5)
+    going_on = ngram_score(ken, unk, before + words, Place(mid=1.0)) - open_before
+    assert ngram_score(ken, unk, words, Place(before, mid=1.0)) == pytest.approx(going_on, abs=1e-5)
+    end = 10 ** (whole - open_before - going_on)  # P(</s> | THE CAT IS BLACK)
+    assert ngram_score(ken, unk, words, Place(before, mid=0.1)) == pytest.approx(
+        going_on + math.log10(end + 0.1 * (1 - end)), abs=1e-5)
+    assert label(["NOWHERE"]) == (unk,)
+
+
+@pytest.mark.parametrize("second_pass", [False, True])
+def test_a_cut_segment_is_decided_after_the_words_before_it(tmp_path: Path, second_pass: bool) -> None:
+    """The same frames: CAT on their own, HAT after a final that said MY (with the second pass too, here the same
+    n-gram)."""
+    tokenizer = Tokenizer("char")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(AFTER))
+    rescore = RescoreConfig(str(arpa), weight=1.0, first_weight=0.0, word_score=0.0) if second_pass else None
+    both = decoder(tokenizer, arpa, rescore)
+    alone = emissions(tokenizer, HEARD_ALONE)
+    assert both.text(both.decode(alone)) == "CAT"
+    search = both.search(0, before=["MY"])
+    search.push(alone)
+    assert both.text(search.final(mid=1.0)) == "HAT"
+    stream = emissions(tokenizer, [{"M": 0.9}, {"Y": 0.9}] + [{"<blank>": 0.9}] * 15 + [{"|": 0.9}] + HEARD_ALONE)
+    for words_before, expected in [(16, ["MY", "HAT"]), (0, ["MY", "CAT"])]:  # 0: each segment on its own
+        rules = dataclasses.replace(EndpointConfig.fixed(0.4), words_before=words_before, mid_sentence=1.0)
+        segmenter = Segmenter(both, 0.04, rules)
+        finals = [e.text for e in segmenter.push(stream, 1.0) + segmenter.finish(1.0) if e.is_final]
+        assert finals == expected
+
+
+def test_a_pause_that_may_be_inside_a_sentence_weighs_its_end(tmp_path: Path) -> None:
+    """CAT goes on to SAT, HAT ends its sentence: ended there, HAT; at a pause that tells nothing, CAT."""
+    tokenizer = Tokenizer("char")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(build_arpa(["CAT SAT"] * 3 + ["HAT"] * 2))
+    texts = {}
+    for mid in (0.0, 1.0):
+        search = decoder(tokenizer, arpa, None).search()
+        search.push(emissions(tokenizer, HEARD_ALONE))
+        texts[mid] = decoder(tokenizer, arpa, None).text(search.final(mid))
+    assert texts == {0.0: "HAT", 1.0: "CAT"}

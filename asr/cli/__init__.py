@@ -66,6 +66,16 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (got {text})")
+    return value
+
+
 def _unit_interval(text: str) -> float:
     value = finite_float(text)
     if not 0.0 <= value <= 1.0:
@@ -262,6 +272,16 @@ def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
                         help="seconds: a shorter segment does not end on silence (default 0)")
     parser.add_argument("--max-segment", type=positive_float, default=defaults.max_segment,
                         help=f"seconds: a segment this long ends wherever it is (default {defaults.max_segment:g})")
+    judged = EndpointConfig.by_sentence()
+    parser.add_argument("--words-before", type=non_negative_int, default=None,
+                        help="words of the finals before a segment that the word LMs read it after (default "
+                             f"{defaults.words_before}: none; {judged.words_before} where the word LM judges the "
+                             "pauses)")
+    parser.add_argument("--mid-sentence", type=_unit_interval, default=None,
+                        help="how likely a pause that ends a segment is inside a sentence against at its end: the "
+                             "word LMs weigh the sentence's end by it (0: every segment ends a sentence; 1: the pause "
+                             f"tells nothing; default {defaults.mid_sentence:g}, {judged.mid_sentence:g} where the "
+                             "word LM judges the pauses)")
 
 
 def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
@@ -275,7 +295,7 @@ def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
         defaults = EndpointConfig.fixed(args.trailing_silence)
     elif any(getattr(args, name, None) is not None for name in judged):  # the word LM judges
         defaults = EndpointConfig.by_sentence()
-    names = (*judged, "min_segment", "max_segment")
+    names = (*judged, "min_segment", "max_segment", "words_before", "mid_sentence")
     return replace(defaults, **{name: getattr(args, name) for name in names if getattr(args, name, None) is not None})
 
 

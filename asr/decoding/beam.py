@@ -14,6 +14,10 @@ search over it, fed chunk by chunk:
                                    #   the greedy letters of the word still being spoken
     search.final()                 # end of segment: the best complete hypothesis
 
+A segment of a stream is searched from the sentence start, and its final list scored again where it stands in the
+stream (`asr.decoding.rescore.Place`): after the words of the finals before it (`before`), its sentence's end weighed
+by how likely its closing pause is inside a sentence (`final(mid=...)`).
+
 A character model is trained to put the separator only *between* words, so `final` first feeds
 one frame in which the separator is certain: without it no hypothesis could finish its last word,
 and the best finished one would often be the one that left that word out.
@@ -33,7 +37,7 @@ from flashlight.lib.text.dictionary import Dictionary
 
 from asr.decoding import lexicon_cache, lm_binary
 from asr.decoding.lm_binary import LMError
-from asr.decoding.rescore import Rescorer
+from asr.decoding.rescore import Place, Rescorer, labels_of, ngram_score
 from asr.decoding.biasing import Biasing, BiasingCache
 from asr.decoding.ctc import GreedySearch, Token
 from asr.decoding.sentence_end import sentence_end
@@ -314,10 +318,15 @@ class WordLM:
         return _SHARED[key]
 
     def search(self, offset: int = 0, biasing: "Biasing | None" = None,
-               rescorer: Rescorer | None = None) -> "BeamSearch":
+               rescorer: Rescorer | None = None, before: list[str] | tuple[str, ...] = ()) -> "BeamSearch":
         """A new search for a segment that starts at encoder frame `offset`, favouring `biasing`'s
-        hotwords if given, its final ranked again by `rescorer` if given (`asr.decoding.rescore`)."""
-        return BeamSearch(self, offset, biasing, rescorer)
+        hotwords if given, its final ranked again by `rescorer` if given (`asr.decoding.rescore`) and scored after
+        the words `before` it in its stream."""
+        return BeamSearch(self, offset, biasing, rescorer, self.labels(before))
+
+    def labels(self, words: list[str] | tuple[str, ...]) -> tuple[int, ...]:
+        """The LM's labels of words (<unk>'s for a word it lacks)."""
+        return tuple(self.words.get_index(word) if self.words.contains(word) else self.unk for word in words)
 
 
 _SHARED: dict[tuple, WordLM] = {}  # WordLM.shared's: insertion order, oldest first
@@ -327,8 +336,8 @@ class BeamSearch:
     """One segment's incremental lexicon beam search; tokens carry absolute frames (offset + t)."""
 
     def __init__(self, lm: WordLM, offset: int = 0, biasing: "Biasing | None" = None,
-                 rescorer: Rescorer | None = None):
-        self.lm, self.offset, self.frames = lm, offset, 0
+                 rescorer: Rescorer | None = None, before: tuple[int, ...] = ()):
+        self.lm, self.offset, self.frames, self.before = lm, offset, 0, before  # `before`: labels said before it
         trie, word_lm = (lm.trie, lm.lm) if biasing is None else (biasing.trie, biasing.new_lm())
         self.trie, self.word_lm = trie, word_lm  # flashlight holds them by reference only: this keeps them alive
         self.added = biasing.added if biasing is not None else []  # hotwords new to the lexicon: labels unk + 1 on
@@ -340,6 +349,7 @@ class BeamSearch:
         self.ranked: list = []  # after `final`: (score, flashlight's hypothesis), best first
         # the second pass ranks finals again, except a hotword list's: its words and bonuses are the first pass's
         self.rescorer = rescorer if biasing is None else None
+        self.biased = biasing is not None
 
     def push(self, logprobs: np.ndarray) -> None:
         """Feed (T, V) log-probs of the next frames."""
@@ -369,9 +379,11 @@ class BeamSearch:
         """log10 P(</s> | the best hypothesis so far) by the word LM, None without one (`asr.decoding.sentence_end`)."""
         return None if self.lm.path is None else sentence_end(self)
 
-    def final(self) -> list[Token]:
-        """End of segment: the best hypothesis that ends on a whole word, by the second pass's score where the LM
-        has one (`asr.decoding.rescore`). Later calls return the same."""
+    def final(self, mid: float = 0.0) -> list[Token]:
+        """End of segment: the best hypothesis that ends on a whole word, scored where the segment stands in its
+        stream (after the words before it; `mid`: how likely its closing pause is inside a sentence, 0 at the stream's
+        end) and by the second pass's score where the LM has one (`asr.decoding.rescore`). Later calls return the
+        same."""
         if self.done is None:
             if self.frames == 0:
                 self.done = []
@@ -379,12 +391,27 @@ class BeamSearch:
                 if self.lm.end_frame is not None:
                     self.decoder.decode_step(self.lm.end_frame.ctypes.data, 1, self.lm.end_frame.shape[1])
                 self.decoder.decode_end()
-                hypotheses = self.decoder.get_all_final_hypothesis()
-                self.ranked = (self.rescorer.rank(hypotheses) if self.rescorer and hypotheses
-                               else [(h.score, h) for h in hypotheses])
+                self.ranked = self._rank(self.decoder.get_all_final_hypothesis(), Place(self.before, mid))
                 best = self.ranked[0][1] if self.ranked else None
                 self.done = self._tokens(best.tokens, best.words) if best is not None else []
         return self.done
+
+    def _rank(self, hypotheses: list, place: Place) -> list[tuple[float, object]]:
+        """flashlight's final hypotheses (best first) -> (score, hypothesis), best first: the second pass's ranking,
+        else the search's own score, the first-pass LM's part of either scored in `place` (a hotword list's search
+        keeps its own: its LM adds the list's bonuses)."""
+        if not hypotheses:
+            return []
+        if place.alone or self.biased or self.lm.path is None:  # no LM: nothing to score in place
+            return self.rescorer.rank(hypotheses) if self.rescorer else [(h.score, h) for h in hypotheses]
+        kept = hypotheses[: self.rescorer.cfg.nbest] if self.rescorer else hypotheses
+        words = [labels_of(h) for h in kept]
+        scores = {labels: ngram_score(self.lm.lm, self.lm.unk, labels, place) for labels in set(words)}  # each once
+        first = [scores[labels] for labels in words]
+        if self.rescorer:
+            return self.rescorer.rank(kept, place, first)
+        weight = self.lm.cfg.lm_weight
+        return sorted(((h.score + weight * (lm - h.lmScore), h) for h, lm in zip(kept, first)), key=lambda p: -p[0])
 
     def alternatives(self, most: int = 32) -> list[tuple[float, list[Token]]]:
         """After `final`: the `most` best final hypotheses as (score, tokens), best first."""

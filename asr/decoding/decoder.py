@@ -43,8 +43,8 @@ class Search(Protocol):
     def best(self) -> list[Token]:
         """The best hypothesis so far (a partial result)."""
 
-    def final(self) -> list[Token]:
-        """The finished segment's result."""
+    def final(self, mid: float = 0.0) -> list[Token]:
+        """The finished segment's result (`mid`: how likely the pause after it is inside a sentence; 0: it ends one)."""
 
     def alternatives(self) -> list[Alternative]:
         """After `final`: the competing final hypotheses as (score, tokens), best first ([] for greedy)."""
@@ -134,9 +134,12 @@ class Decoder:
         """greedy, beam (with the word LM), or lexicon (a phone model's search without an LM)."""
         return "greedy" if self.lm is None else "lexicon" if self.lm.path is None else "beam"
 
-    def search(self, offset: int = 0) -> Search:
-        """A new search for a segment that starts at encoder frame `offset`."""
-        return GreedySearch(offset) if self.lm is None else self.lm.search(offset, self.biasing, self.rescorer)
+    def search(self, offset: int = 0, before: list[str] | tuple[str, ...] = ()) -> Search:
+        """A new search for a segment that starts at encoder frame `offset`, after the words `before` it in its
+        stream (the word LMs read the segment after them: `asr.decoding.rescore.Place`)."""
+        if self.lm is None:
+            return GreedySearch(offset)
+        return self.lm.search(offset, self.biasing, self.rescorer, before)
 
     def decode(self, logprobs: np.ndarray, offset: int = 0) -> list[Token]:
         """A whole utterance's (T, V) log-probs -> its tokens: one search, fed once."""
@@ -145,19 +148,22 @@ class Decoder:
         return search.final()
 
     def finish(self, search: Search, frame_seconds: float, logprobs: np.ndarray | None = None,
-               offset: int = 0) -> tuple[list[Token], list[Word]]:
-        """A segment's final tokens and words, given its search and (for confidences) its (T, V) `logprobs`
-        from frame `offset`. Where a listed hotword came out below `hotword_min_confidence`, the segment is
-        decoded again without the list and that is the final: a hotword must be heard, not only favoured."""
-        tokens = search.final()
+               offset: int = 0, before: list[str] | tuple[str, ...] = (),
+               mid: float = 0.0) -> tuple[list[Token], list[Word]]:
+        """A segment's final tokens and words, given its search (made after the words `before` it) and (for
+        confidences) its (T, V) `logprobs` from frame `offset`; `mid`: how likely the pause after it is inside a
+        sentence (0: it ends one, as at the stream's end). Where a listed hotword came out below
+        `hotword_min_confidence`, the segment is decoded again without the list and that is the final: a hotword
+        must be heard, not only favoured."""
+        tokens = search.final(mid)
         words = self.words(tokens, frame_seconds, logprobs, offset, search.alternatives())
         if self.biasing is None or logprobs is None or not any(
                 w.word in self.biasing.listed and w.confidence < self.hotword_min_confidence for w in words):
             return tokens, words
         unbiased = self._but(biasing=None)
-        search = unbiased.search(offset)
+        search = unbiased.search(offset, before)
         search.push(logprobs)
-        tokens = search.final()
+        tokens = search.final(mid)
         return tokens, unbiased.words(tokens, frame_seconds, logprobs, offset, search.alternatives())
 
     def text(self, tokens: list[Token]) -> str:

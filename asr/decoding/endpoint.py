@@ -9,7 +9,10 @@ Every frame goes once into the open segment's search (`asr.decoding.Decoder`: gr
 beam search with the word LM): after each chunk a partial shows its best hypothesis where that
 changed what the reader has (no segment opens with an empty partial, and no partial repeats the
 one before unchanged), and the final is the same search finished at the segment's end, so partials
-and finals agree unless the LM's end-of-segment score changes its mind. A final segment is never
+and finals agree unless the LMs' scores of the whole list change their minds. The word LMs score a final
+after the last words of the finals before it (`EndpointConfig.words_before`), and weigh its sentence's end by how
+likely its closing pause is inside a sentence (`EndpointConfig.mid_sentence`; at the stream's end the sentence ends):
+`asr.decoding.rescore.Place`. A final segment is never
 changed again. With a restorer, a final is cased and punctuated after the last words of the finals before it,
 and whether it ends a sentence is decided at its endpoint from the silence after its last word
 (`asr.text.restore.context`). Times (a segment's start and end, the stream's time, word times) are in seconds,
@@ -89,6 +92,7 @@ class Segmenter:
         self.verdicts: dict[int, float] = {}  # the open segment's pauses (their last token's frame) -> the word
         # LM's log10 P(</s>) where each may first end it
         self.heard: list[np.ndarray] = []  # the open segment's log-probs (for its words' confidences)
+        self.said: list[str] = []  # the last words of the finals so far (the word LMs read the next one after them)
         self.shown = ""  # open segment text at its last emission
         self.context = Context()  # the finals so far, as the restorer reads the next one after them
 
@@ -102,8 +106,10 @@ class Segmenter:
         """Close the open segment at frame `end` (all its frames pushed); its final emission, if any text
         (`last`: the stream's last, which ends a sentence)."""
         heard = np.concatenate(self.heard) if self.heard else None
-        tokens, words = self.decoder.finish(self.search, self.frame_seconds, heard, self.start)
+        tokens, words = self.decoder.finish(self.search, self.frame_seconds, heard, self.start, self.said,
+                                            0.0 if last else self.cfg.mid_sentence)
         text = self.decoder.text(tokens)
+        self.said = (self.said + text.split())[-self.cfg.words_before:] if self.cfg.words_before else []
         emission = None
         if text:
             after = math.inf if last else end * self.frame_seconds - (words[-1].end if words else 0.0)
@@ -116,7 +122,7 @@ class Segmenter:
         self.tokens = [t for t in self.tokens if t.frame >= end]
         self.start, self.verdicts = end, {}
         self.shown = "" if emission else self.shown  # no final: the reader still has the last partial of this segment
-        self.search, self.heard = self.decoder.search(end), []
+        self.search, self.heard = self.decoder.search(end, self.said), []
         return emission
 
     def _ends_sentence(self, end: int) -> bool:

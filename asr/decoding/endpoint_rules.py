@@ -36,9 +36,12 @@ NEVER_S = 1e9  # seconds (31 years): a rule that never fires in practice (`Endpo
 class EndpointConfig:
     """The endpoint rules (seconds; see the module's docstring). The default is one fixed trailing silence of 0.4 s,
     whatever was said; `by_sentence()` (the tools' --sentence-end-silence / --mid-phrase-silence) lets the word LM
-    judge instead. Those rules are not the default: on 150 utterances of each dev set (`scripts/bench/turns.py --sets
-    dev --limit 150`, 2026-12-07) they read speechocean762 dev 36.11 (fixed 0.4 s: 35.68; whole utterances 34.59)
-    and dev-clean-2 18.42 (17.83) at an end of speech -> final of 0.58-0.59 s median (0.71-0.74). Rules 2 and 3 chosen 2026-12-07 on training-side
+    judge instead, and the word LMs read each segment after the words before it. Those rules are not the default: on
+    150 utterances of each dev set (`scripts/bench/turns.py --sets dev --limit 150 --rules default sentence
+    sentence:alone`, 2026-12-07) they read speechocean762 dev 35.46 (fixed 0.4 s: 35.68; whole utterances 34.59)
+    and dev-clean-2 18.28 (17.83; 18.80) at an end of speech -> final 0.10-0.11 s sooner (median; a busy machine);
+    each segment on its own they read 36.11 and 18.42. The fixed rule gains nothing from reading across its cuts
+    (35.57 and 17.93). Rules 2 and 3 chosen 2026-12-07 on training-side
     data, LibriSpeech speaker 8226 (118 utterances) and 150 of speechocean762 train (`scripts/bench/turns.py --sets
     tune --limit 150`; whole-utterance WER 7.73 / 4.21; a busy machine): the fixed 0.4 s before them read 7.29 / 9.46
     with 129 / 104 cuts inside utterances, end of speech -> final 0.74 / 0.70 s median (p95 0.97 / 0.89); these
@@ -57,6 +60,12 @@ class EndpointConfig:
     min_segment: float = 0.0  # a shorter segment does not end on silence
     max_segment: float = 20.0  # rule 5: a segment this long ends wherever it is
     silence_no_speech: float = 2.4  # rule 1: blank with nothing decoded that ends (and drops) a segment
+    words_before: int = 0  # words of the finals before a segment that the word LMs read it after (0: none)
+    mid_sentence: float = 0.0  # how likely a segment's closing pause is inside a sentence against at its end: the word
+    # LMs weigh the sentence's end by it (`asr.decoding.rescore.Place`; 0: every segment ends a sentence). by_sentence's
+    # 16 words and 0.1 chosen 2026-12-07 on 60 utterances each of speechocean762 train and speaker 8226 (fixed 0.4 s
+    # rule): each segment on its own 13.78 / 8.08; after the words before it, mid 0: 10.54 / 8.19, 0.1: 9.73 / 8.08,
+    # 1 (no end term): 10.27 / 8.31
 
     @classmethod
     def fixed(cls, trailing_silence: float) -> "EndpointConfig":
@@ -65,8 +74,10 @@ class EndpointConfig:
 
     @classmethod
     def by_sentence(cls, **fields) -> "EndpointConfig":
-        """Rules 2 and 3: the word LM judges whether the sentence can end; a pause lasts through its lookahead chunk."""
-        return cls(**{"trailing_silence": None, "through_chunk": True, **fields})
+        """Rules 2 and 3: the word LM judges whether the sentence can end; a pause lasts through its lookahead chunk;
+        the word LMs read a segment after the 16 words before it and weigh its end (`mid_sentence` 0.1)."""
+        return cls(**{"trailing_silence": None, "through_chunk": True, "words_before": 16, "mid_sentence": 0.1,
+                      **fields})
 
     @classmethod
     def whole(cls) -> "EndpointConfig":
@@ -86,6 +97,10 @@ class EndpointConfig:
             raise ValueError(f"sentence-end-logprob is a log10 probability: <= 0 (got {self.sentence_end_logprob})")
         if self.min_segment < 0:
             raise ValueError(f"min-segment must be >= 0 (got {self.min_segment})")
+        if self.words_before < 0:
+            raise ValueError(f"words-before must be >= 0 (got {self.words_before})")
+        if not 0.0 <= self.mid_sentence <= 1.0:
+            raise ValueError(f"mid-sentence must be between 0 and 1 (got {self.mid_sentence})")
         return self
 
     def first_silence(self, judged: bool) -> float:

@@ -120,15 +120,24 @@ class NeuralLM:
     def ids(self, words: list[str]) -> list[int]:
         return [self.id_of(word) for word in words]
 
-    def sentence_logprobs(self, sentences: list[list[int]]) -> np.ndarray:
-        """(N,) natural-log probabilities of N word-id sequences, each read from the boundary and ended by it:
-        window by window (`asr.decoding.prefix_tree`), each distinct prefix once."""
-        scores = np.zeros(len(sentences))
+    def sentence_logprobs(self, sentences: list[list[int]], before: list[int] | tuple[int, ...] = ()) -> np.ndarray:
+        """(N,) natural-log probabilities of N word-id sequences, each read from the boundary and the words `before`
+        it (not scored) and ended by the boundary (`word_and_end_logprobs`, summed)."""
+        words, ends = self.word_and_end_logprobs(sentences, before)
+        return words + ends
+
+    def word_and_end_logprobs(self, sentences: list[list[int]],
+                              before: list[int] | tuple[int, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """(N,) natural-log probabilities of N word-id sequences' words, each read from the boundary and the words
+        `before` it (not scored), and (N,) of the sentence's end after them: window by window
+        (`asr.decoding.prefix_tree`), each distinct prefix once."""
+        words, ends = np.zeros(len(sentences)), np.zeros(len(sentences))
         if sentences:
-            for window in windows(sentences, self.cfg["context"]):
-                logprob = self._output(self._states(window), window.edge_nodes, window.edge_nexts)
-                np.add.at(scores, window.owners, logprob[window.uses].astype(np.float64))
-        return scores
+            for window in windows(sentences, self.cfg["context"], before):
+                logprob = self._output(self._states(window), window.edge_nodes, window.edge_nexts)[window.uses]
+                np.add.at(words, window.owners[~window.ending], logprob[~window.ending].astype(np.float64))
+                np.add.at(ends, window.owners[window.ending], logprob[window.ending].astype(np.float64))
+        return words, ends
 
     def _f32(self, name: str) -> np.ndarray:
         """Weight `name` as float32 (a copy where it is stored narrower)."""

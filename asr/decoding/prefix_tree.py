@@ -9,6 +9,10 @@ the list's longest sentence (every sentence is cut at the same positions), as wh
 side, padded; each window is its own tree, and `windows` makes them one at a time, so what a list costs to read
 is bounded by one window's tree (the sentences times the context), however long its sentences are.
 
+A segment of a stream is read after the words the stream said before it (`before`: read, not scored, shared by
+every sentence of the list); each sentence's end is its own edge (`Window.ending`), which `asr.decoding.rescore`
+weighs apart.
+
     for window in windows(sentences, context=128):    # each: nodes (tokens, positions, parents) and the edges
         ...                                           # (node, next word) whose log-probs the sentences sum
 """
@@ -27,7 +31,7 @@ class Window:
     """One window's prefix tree. Nodes, parents first: `tokens` (the word read there), `positions` (in the
     window, 0 at its start) and `parents` (-1 at a root); `edges`: (node, next word) pairs whose log-probs are
     wanted, each once; `uses` and `owners`: each sentence's edges, edge `uses[i]` counting for sentence
-    `owners[i]`."""
+    `owners[i]`, and `ending[i]` whether it is the sentence's end (the boundary after its last word)."""
 
     tokens: np.ndarray
     positions: np.ndarray
@@ -36,6 +40,7 @@ class Window:
     edge_nexts: np.ndarray
     uses: np.ndarray
     owners: np.ndarray
+    ending: np.ndarray
 
     def ancestors(self, nodes: np.ndarray) -> np.ndarray:
         """(B,) nodes -> (B, depth) each node, then its parent, its parent's parent ... to its root, -1 past it."""
@@ -61,11 +66,12 @@ def spans(length: int, context: int) -> list[tuple[int, int, int]]:
     return out
 
 
-def windows(sentences: list[list[int]], context: int) -> Iterator[Window]:
-    """The windows of word-id sentences (each read from BOUNDARY and ended by it), one prefix tree each."""
-    length = max(len(s) for s in sentences) + 1
+def windows(sentences: list[list[int]], context: int, before: list[int] | tuple[int, ...] = ()) -> Iterator[Window]:
+    """The windows of word-id sentences, each read from BOUNDARY and the words `before` it, and ended by BOUNDARY;
+    one prefix tree each."""
+    length = len(before) + max(len(s) for s in sentences) + 1
     for start, end, first in spans(length, context):
-        yield _tree(sentences, start, end, first)
+        yield _tree([[*before, *s] for s in sentences], start, end, max(first, len(before)))
 
 
 def _tree(sentences: list[list[int]], start: int, end: int, first: int) -> Window:
@@ -73,7 +79,7 @@ def _tree(sentences: list[list[int]], start: int, end: int, first: int) -> Windo
     node: dict[tuple[int, int], int] = {}  # (parent, word) -> node
     tokens, positions, parents = [], [], []
     edge: dict[tuple[int, int], int] = {}  # (node, next word) -> edge
-    uses, owners = [], []
+    uses, owners, ending = [], [], []
     for owner, sentence in enumerate(sentences):
         x, y = [BOUNDARY, *sentence], [*sentence, BOUNDARY]
         last = min(end, len(x))
@@ -88,8 +94,8 @@ def _tree(sentences: list[list[int]], start: int, end: int, first: int) -> Windo
             here = node[key]
             if t >= first:
                 uses.append(edge.setdefault((here, y[t]), len(edge)))
-                owners.append(owner)
+                owners.append(owner), ending.append(t == len(x) - 1)
     pairs = np.array(list(edge), dtype=np.int64).reshape(-1, 2)
     return Window(np.array(tokens, dtype=np.int64), np.array(positions, dtype=np.int64),
                   np.array(parents, dtype=np.int64), pairs[:, 0], pairs[:, 1],
-                  np.array(uses, dtype=np.int64), np.array(owners, dtype=np.int64))
+                  np.array(uses, dtype=np.int64), np.array(owners, dtype=np.int64), np.array(ending, dtype=bool))

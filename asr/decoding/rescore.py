@@ -15,6 +15,12 @@ With `first_weight` the search's LM weight, `weight` 0 and `word_score` the sear
 score (a test holds it to that), so the second pass changes a final only where the second LM disagrees. Partials
 stay first-pass: a final is decided once, at its endpoint, and the list is short (`RescoreConfig.nbest`).
 
+A segment of a stream is scored where it stands in it (`Place`): both LMs read its words after the words the stream's
+finals said before it, as they would read them in the whole stream (the first pass searches from the sentence start:
+its final list is scored again in place). At the stream's end its sentence ends; at a pause it may or may not, and
+the LMs weigh both: the end's term is log(P(end) + mid x (1 - P(end))), `mid` being how likely such a pause is inside
+a sentence against at its end (0: it ends the sentence, the LM's own end term; 1: the pause tells nothing, no term).
+
     rescorer = Rescorer.shared(word_lm.words, RescoreConfig("lm4.klm", ...))   # over the first pass's word labels
     search = word_lm.search(rescorer=rescorer)                                # its final: the best after ranking
     ranked = rescorer.rank(hypotheses)                                        # [(score, hypothesis)], best first
@@ -47,6 +53,41 @@ def paired_second_pass(lm: str | Path | None, model: str | Path | None = None) -
         return default_rescore_lm_path()
     own = folder_rescore_lm(model)  # only beside the folder's own LM
     return own if own is not None and lm is not None and Path(lm) == folder_lm(model) else None
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a segment stands in its stream: the word labels its stream's finals said before it (the LMs read its
+    words after them), and how likely the pause after it is inside a sentence against at its end (0 at the stream's
+    end, where the sentence ends)."""
+
+    before: tuple[int, ...] = ()
+    mid: float = 0.0
+
+    @property
+    def alone(self) -> bool:
+        """A segment scored as a sentence of its own, as the search scored it."""
+        return not self.before and self.mid == 0.0
+
+    def end(self, logprob: float, base: float = math.e) -> float:
+        """The end's term given the LM's log P(end) (in `base`): log(P(end) + mid x (1 - P(end)))."""
+        if self.mid == 0.0:
+            return logprob
+        p = base ** logprob
+        return math.log(p + self.mid * (1.0 - p), base)
+
+
+def ngram_score(lm, unk: int, labels: list[int] | tuple[int, ...], place: Place = Place()) -> float:
+    """flashlight's KenLM `lm`'s score (log10, as the search adds it) of a word sequence (labels; one past `unk`, a
+    hotword the lexicon lacks, counts as `unk`) in `place`: read after the words before it, from the sentence start
+    where there are none, its end's term as the place weighs it."""
+    state, total = lm.start(False), 0.0
+    for label in place.before:
+        state, _ = lm.score(state, min(label, unk))
+    for label in labels:
+        state, score = lm.score(state, min(label, unk))
+        total += score
+    return total + place.end(lm.finish(state)[1], 10.0)
 
 
 @dataclass(frozen=True)
@@ -87,20 +128,22 @@ class Rescorer:
             self._lm = NeuralLM.load(path) if is_neural_lm(path) else open_kenlm(path, self.words)
         return self._lm
 
-    def lm_scores(self, sequences: list[tuple[int, ...]]) -> list[float]:
-        """The second LM's score of each word sequence (labels of `words`), from the sentence start to its end."""
+    def lm_scores(self, sequences: list[tuple[int, ...]], place: Place = Place()) -> list[float]:
+        """The second LM's score of each word sequence (labels of `words`) in `place` (`ngram_score`)."""
         if not isinstance(self.lm, NeuralLM):
-            return [self.lm_score(list(labels)) for labels in sequences]
+            return [ngram_score(self.lm, self.unk, labels, place) for labels in sequences]
         ids = [[self._neural_id(label) for label in labels] for labels in sequences]
+        before = [self._neural_id(label) for label in place.before]
         oov = -math.log(max(1, self.unk - self.lm.cfg["vocab"]))  # <unk>'s share of each word it stands for
-        return [float(s) + oov * seq.count(UNK) for s, seq in zip(self.lm.sentence_logprobs(ids), ids)]
+        words, ends = self.lm.word_and_end_logprobs(ids, before)
+        return [float(w) + place.end(float(e)) + oov * seq.count(UNK) for w, e, seq in zip(words, ends, ids)]
 
-    def scored(self, hypotheses: list) -> list[tuple[tuple[int, ...], float]]:
-        """(word labels, the second LM's score of them) of each of flashlight's hypotheses; a word sequence met
-        twice (two alignments) is scored once."""
-        words = [tuple(label for label in hyp.words if label >= 0) for hyp in hypotheses]
+    def scored(self, hypotheses: list, place: Place = Place()) -> list[tuple[tuple[int, ...], float]]:
+        """(word labels, the second LM's score of them in `place`) of each of flashlight's hypotheses; a word
+        sequence met twice (two alignments) is scored once."""
+        words = [labels_of(hyp) for hyp in hypotheses]
         distinct = list(dict.fromkeys(words))
-        second = dict(zip(distinct, self.lm_scores(distinct)))
+        second = dict(zip(distinct, self.lm_scores(distinct, place)))
         return [(labels, second[labels]) for labels in words]
 
     def _neural_id(self, label: int) -> int:
@@ -118,25 +161,23 @@ class Rescorer:
                 _SHARED.pop(next(iter(_SHARED)))
         return _SHARED[key]
 
-    def lm_score(self, labels: list[int]) -> float:
-        """The n-gram's score of a word sequence (labels of `words`; one past <unk>, a hotword the lexicon
-        lacks, counts as <unk>), from the sentence start to its end, in the first pass's units."""
-        lm = self.lm
-        state, total = lm.start(False), 0.0
-        for label in labels:
-            state, score = lm.score(state, min(label, self.unk))
-            total += score
-        return total + lm.finish(state)[1]
-
-    def rank(self, hypotheses: list) -> list[tuple[float, object]]:
+    def rank(self, hypotheses: list, place: Place = Place(),
+             first: list[float] | None = None) -> list[tuple[float, object]]:
         """flashlight's final hypotheses (best first) -> the first `nbest` as (new score, hypothesis), best first
-        (ties keep the beam's order)."""
+        (ties keep the beam's order); `first`: the first-pass LM's score of each in `place` (None: the search's)."""
         cfg, ranked = self.cfg, []
-        for hyp, (labels, second) in zip(hypotheses, self.scored(hypotheses[: cfg.nbest])):
-            ranked.append((hyp.emittingModelScore + cfg.first_weight * hyp.lmScore + cfg.weight * second
+        kept = hypotheses[: cfg.nbest]
+        first = [hyp.lmScore for hyp in kept] if first is None else first
+        for hyp, (labels, second), lm in zip(kept, self.scored(kept, place), first):
+            ranked.append((hyp.emittingModelScore + cfg.first_weight * lm + cfg.weight * second
                            + cfg.word_score * len(labels), hyp))
         ranked.sort(key=lambda pair: -pair[0])
         return ranked
+
+
+def labels_of(hypothesis) -> tuple[int, ...]:
+    """The word labels on one of flashlight's hypotheses."""
+    return tuple(label for label in hypothesis.words if label >= 0)
 
 
 _SHARED: dict[tuple, Rescorer] = {}  # Rescorer.shared's: insertion order, oldest first

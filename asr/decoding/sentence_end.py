@@ -1,14 +1,14 @@
 """How likely the word LM finds it that the sentence ends where a beam search stands: the endpointer's judge.
 
-The answer is log10 P(</s> | the best hypothesis's words) by the search's word LM (`asr.decoding.endpoint_rules`
-compares it with `EndpointConfig.sentence_end_logprob`). flashlight reports a hypothesis's words up to its last
-finished one, and in a lexicon of a character or phone model a word finishes only with the separator after it,
-which the model is trained to put between words: after a sentence's last word it never comes (`BeamSearch.final`
-feeds one). So the frames after the best hypothesis's finished words are searched again on their own: a small
-search of the same lexicon and LM over them, the separator fed after them and ended, gives the words they spell,
-and the LM scores the end of a sentence after the finished words and those. Where they spell none (the speaker
-is mid-word), the sentence cannot end there: -inf. It costs a search of the last word's frames at a small beam,
-once a pause.
+The answer is log10 P(</s> | the best hypothesis's words, after the stream's words before them) by the search's word
+LM (`asr.decoding.endpoint_rules` compares it with `EndpointConfig.sentence_end_logprob`). flashlight reports a
+hypothesis's words up to its last finished one, and in a lexicon of a character or phone model a word finishes only
+with the separator after it, which the model is trained to put between words: after a sentence's last word it never
+comes (`BeamSearch.final` feeds one). So the frames after the best hypothesis's finished words are searched again on
+their own: a small search of the same lexicon and LM over them, the separator fed after them and ended, gives the
+words they spell, and the LM scores the end of a sentence after the finished words and those. Where they spell none
+(the speaker is mid-word), the sentence cannot end there: -inf. It costs a search of the last word's frames at a
+small beam, once a pause.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ class Searching(Protocol):
     """What is read of a segment's search (`asr.decoding.beam.BeamSearch`, which imports this module)."""
 
     lm: Any  # its WordLM: the KenLM model, the lexicon's units and settings
+    before: tuple[int, ...]  # the word labels its stream said before the segment
     offset: int  # the segment's first frame
     frames: int  # frames pushed
     decoder: Any  # flashlight's LexiconDecoder
@@ -43,6 +44,8 @@ def sentence_end(search: Searching) -> float:
     lm = search.lm
     ken, unk = lm.lm, lm.unk
     state = ken.start(False)
+    for label in search.before:  # the sentence may have begun in the finals before
+        state, _ = ken.score(state, min(label, unk))
     done = 0  # frames up to the end of the last finished word
     if search.frames:
         for step, label in enumerate(search.decoder.get_best_hypothesis().words):

@@ -101,10 +101,13 @@ def train(a: argparse.Namespace, period: dict, run_dir: Path) -> None:
         run_dir / "train.log")
 
 
+SEARCH = ("lm_weight", "word_score", "words_before", "mid_sentence")  # the scores' search settings, as asr.evaluate's
+
+
 def search_settings(a: argparse.Namespace) -> dict[str, float]:
-    """The search settings the scores were asked to use (--lm-weight, --word-score), those given only."""
-    return {name: value for name, value in (("lm_weight", a.lm_weight), ("word_score", a.word_score))
-            if value is not None}
+    """The search settings the scores were asked to use (--lm-weight, --word-score, --words-before, --mid-sentence),
+    those given only."""
+    return {name: getattr(a, name) for name in SEARCH if getattr(a, name) is not None}
 
 
 def score(a: argparse.Namespace, model: Path, out: Path) -> dict[str, float]:
@@ -183,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lm", type=Path, help="the word LM of the beam-search scores (default: the bundled one)")
     p.add_argument("--lm-weight", type=float, help="the beam-search scores' LM weight (default: the search's own)")
     p.add_argument("--word-score", type=float, help="the beam-search scores' word score (default: the search's own)")
+    p.add_argument("--words-before", type=int,
+                   help="the scores' words of the finals before a segment that the LMs read it after "
+                        "(default: the tools')")
+    p.add_argument("--mid-sentence", type=float, help="the scores' weight of a sentence end at a segment's pause "
+                                                      "(default: the tools'; 0 with --words-before 0: each segment "
+                                                      "a sentence of its own, as before 2026-12-07)")
     p.add_argument("--teacher", type=Path, metavar="DIR",
                    help="distil from this teacher cache (the data phase fills it for the period's corpora; the "
                         "experiment sets distill.weight)")

@@ -11,8 +11,8 @@ is played as a live stream with its own pauses, then 3 s of faint noise, through
 1 thread), under each rule: `fixed=S`
 (`EndpointConfig.fixed(S)`: S seconds of silence whatever was said), `default` (`EndpointConfig()`, the tools' rule:
 fixed=0.4), `sentence` (`EndpointConfig.by_sentence()`: the word LM judges), `lm=SHORT,LONG,LOGPROB` (that with
-those three fields). Per
-set and rule it prints:
+those three fields); each followed by `:alone` decodes every segment as a sentence of its own (`words_before=0`,
+`mid_sentence=0`) instead of after the words of the finals before it, its end weighed. Per set and rule it prints:
 
 - end of speech -> final: from the end of the utterance's last word to its final's emission (stream time plus
   compute), median and p95, and the medians of its parts: the rule (the segment's end after the word's), the
@@ -32,7 +32,7 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -63,7 +63,14 @@ TUNE = [EvalSet("librispeech-8226", SHARED / "librispeech" / "train-clean-100-4s
 
 
 def rule(spec: str) -> EndpointConfig:
-    """fixed=S, default, sentence, or lm=SHORT,LONG,LOGPROB -> its EndpointConfig (ValueError with the reason)."""
+    """fixed=S, default, sentence, or lm=SHORT,LONG,LOGPROB, each optionally followed by :alone -> its EndpointConfig
+    (ValueError with the reason)."""
+    spec, alone = spec.removesuffix(":alone"), spec.endswith(":alone")
+    cfg = _rule(spec)
+    return replace(cfg, words_before=0, mid_sentence=0.0) if alone else cfg
+
+
+def _rule(spec: str) -> EndpointConfig:
     name, _, value = spec.partition("=")
     if name == "default" and not value:
         return EndpointConfig()
@@ -75,7 +82,8 @@ def rule(spec: str) -> EndpointConfig:
         short, long, logprob = map(float, parts)
         return EndpointConfig.by_sentence(sentence_end_silence=short, mid_phrase_silence=long,
                                           sentence_end_logprob=logprob).validate()
-    raise ValueError(f"a rule is fixed=S, default, sentence or lm=SHORT,LONG,LOGPROB (got {spec!r})")
+    raise ValueError(f"a rule is fixed=S, default, sentence or lm=SHORT,LONG,LOGPROB, then :alone or not "
+                     f"(got {spec!r})")
 
 
 @dataclass
