@@ -33,6 +33,12 @@ def synthetic_recipe():
     return module
 
 
+def dev_transcripts(text_dir: Path) -> set[str]:
+    """The dev sets' transcripts (normalised) beside `text_dir`, which every sentence list here holds out."""
+    synthetic = synthetic_recipe()
+    return synthetic.dev_transcripts([text_dir.parent / name for name in synthetic.DEV_MANIFESTS])
+
+
 def usable(line: str) -> bool:
     """A sentence the restorer can learn from: mixed case, starting with a capital, labels for every word."""
     letters = [c for c in line if c.isalpha()]
@@ -78,9 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     if not any(a.text_dir.glob("*.txt")):
         print(f"recipes/restorer/prepare.py: error: {a.text_dir}: no *.txt files", file=sys.stderr)
         return 1
-    synthetic = synthetic_recipe()
-    dev = synthetic.dev_transcripts([a.text_dir.parent / name for name in synthetic.DEV_MANIFESTS])
-    train, held = split(a.text_dir, dev)
+    train, held = split(a.text_dir, dev_transcripts(a.text_dir))
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "train.txt").write_text("".join(s + "\n" for s in train), encoding="utf-8")
     (a.out / "held.txt").write_text("".join(s + "\n" for s in held), encoding="utf-8")

@@ -36,7 +36,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "recipes" / "restorer"))
-from prepare import sentences, synthetic_recipe  # noqa: E402
+from prepare import dev_transcripts, sentences  # noqa: E402
 
 from asr.audio import SAMPLE_RATE  # noqa: E402
 from asr.audio.files import load_audio
@@ -52,9 +52,7 @@ Final = list[tuple[str, float, float]]  # (word, start, end)
 
 def references(check_dir: Path, text_dir: Path) -> list[dict]:
     """{"set", "audio", "speaker", "text"} of each check-set clip whose sentence has usable labels."""
-    synthetic = synthetic_recipe()  # the dev sets' transcripts are held out, as recipes/restorer/prepare.py holds them
-    dev = synthetic.dev_transcripts([text_dir.parent / name for name in synthetic.DEV_MANIFESTS])
-    held = {sid: line for sid, line, is_held in sentences(text_dir, dev) if is_held}
+    held = {sid: line for sid, line, is_held in sentences(text_dir, dev_transcripts(text_dir)) if is_held}
     out = []
     for manifest in sorted(check_dir.glob("*.jsonl")):
         for line in manifest.read_text().splitlines():
