@@ -107,7 +107,7 @@ class ScriptedDecoder:
     def __init__(self, segments: list[tuple[list[str], str]], restore: bool):
         self.segments, self.restoring = iter(segments), restore
 
-    def search(self, start: int) -> "ScriptedDecoder._Search":
+    def search(self, start: int, before=()) -> "ScriptedDecoder._Search":
         return self._Search(*next(self.segments, ([], "")))
 
     class _Search:

@@ -120,10 +120,10 @@ class Scripted(Decoder):
         super().__init__(CHAR, restorer=decoder.restorer, written=decoder.written)
         self.finals = iter(finals)
 
-    def search(self, offset: int = 0) -> GreedySearch:
+    def search(self, offset: int = 0, before=()) -> GreedySearch:
         return GreedySearch(offset)
 
-    def finish(self, search, frame_seconds: float, logprobs=None, offset: int = 0) -> tuple[str, list[Word]]:
+    def finish(self, search, frame_seconds: float, logprobs=None, offset: int = 0, *_) -> tuple[str, list[Word]]:
         text = next(self.finals)
         return text, timed(text, (offset + 31) * frame_seconds)  # said before the segment's one token frame
 
