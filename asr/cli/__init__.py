@@ -272,16 +272,16 @@ def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
                         help="seconds: a shorter segment does not end on silence (default 0)")
     parser.add_argument("--max-segment", type=positive_float, default=defaults.max_segment,
                         help=f"seconds: a segment this long ends wherever it is (default {defaults.max_segment:g})")
-    judged = EndpointConfig.by_sentence()
+    sentence_rules = EndpointConfig.by_sentence()  # the defaults where the word LM judges the pauses
     parser.add_argument("--words-before", type=non_negative_int, default=None,
                         help="words of the finals before a segment that the word LMs read it after (default "
-                             f"{defaults.words_before}: none; {judged.words_before} where the word LM judges the "
-                             "pauses)")
+                             f"{defaults.words_before}: none; {sentence_rules.words_before} where the word LM judges "
+                             "the pauses)")
     parser.add_argument("--mid-sentence", type=_unit_interval, default=None,
                         help="how likely a pause that ends a segment is inside a sentence against at its end: the "
                              "word LMs weigh the sentence's end by it (0: every segment ends a sentence; 1: the pause "
-                             f"tells nothing; default {defaults.mid_sentence:g}, {judged.mid_sentence:g} where the "
-                             "word LM judges the pauses)")
+                             f"tells nothing; default {defaults.mid_sentence:g}, {sentence_rules.mid_sentence:g} where "
+                             "the word LM judges the pauses)")
 
 
 def endpoint_config(args: argparse.Namespace) -> EndpointConfig:
