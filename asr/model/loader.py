@@ -34,17 +34,32 @@ def save_model(path: str | Path, encoder: Encoder, tokenizer: Tokenizer, info: d
     save_file(tensors, str(path), metadata=metadata)
 
 
-def average_weights(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Weight-by-weight mean of state dicts with the same keys (summed in float64, first one's dtypes)."""
-    return {k: (sum(s[k].double() for s in states) / len(states)).to(v.dtype) for k, v in states[0].items()}
+def average_weights(states: list[dict[str, torch.Tensor]],
+                    weights: list[float] | None = None) -> dict[str, torch.Tensor]:
+    """Weight-by-weight mean of state dicts with the same keys (summed in float64, first one's dtypes), each state
+    counted by its `weights` (default: equally)."""
+    weights = weights or [1.0] * len(states)
+    total = sum(weights)
+    return {k: (sum(w * s[k].double() for w, s in zip(weights, states)) / total).to(v.dtype)
+            for k, v in states[0].items()}
 
 
-def average_models(paths: list[Path], out: Path) -> None:
-    """Write the weight-by-weight mean of the model files `paths` to `out` (a uniform "model soup" of
-    fine-tunes of one ancestor). ModelError unless they share architecture (dropout aside; the first
-    file's is kept), tokenizer and CMVN statistics (buffers, so they would be averaged too)."""
+NORMALISATION = ("norm", "norm_prior", "norm_horizon")  # how a model normalises its frames (asr.model.normalise)
+
+
+def average_models(paths: list[Path], out: Path, weights: list[float] | None = None,
+                   first_norm: bool = False) -> None:
+    """Write the weight-by-weight mean of the model files `paths` to `out` (a "model soup" of fine-tunes of one
+    ancestor), each counted by its `weights` (default: uniform). ModelError unless they share architecture (dropout
+    aside; the first file's is kept), tokenizer and CMVN statistics (buffers, so they would be averaged too).
+    `first_norm`: the files may normalise their frames differently (`EncoderConfig.norm`: a fine-tune that switched
+    to the running mean, averaged with its ancestor), and the soup normalises as the first one does."""
+    if weights is not None and (len(weights) != len(paths) or min(weights) < 0 or sum(weights) <= 0):
+        raise ModelError(f"{len(weights)} weights for {len(paths)} models: give one each, >= 0, not all 0")
+    left_out = ("dropout", *(NORMALISATION if first_norm else ()))
+
     def architecture(cfg: EncoderConfig) -> dict:
-        return {k: v for k, v in asdict(cfg).items() if k != "dropout"}
+        return {k: v for k, v in asdict(cfg).items() if k not in left_out}
 
     models = [load_model(p) for p in paths]
     (first, tokenizer, _), rest = models[0], models[1:]
@@ -54,9 +69,10 @@ def average_models(paths: list[Path], out: Path) -> None:
         for name in ("cmvn.mean", "cmvn.std"):
             if not torch.equal(encoder.state_dict()[name], first.state_dict()[name]):
                 raise ModelError(f"{path}: CMVN statistics differ from {paths[0]}")
-    first.load_state_dict(average_weights([encoder.state_dict() for encoder, _, _ in models]))
-    save_model(out, first, tokenizer, {"averaged_models": [{"file": Path(p).name, **info} for p, (_, _, info)
-                                                           in zip(paths, models)]})
+    first.load_state_dict(average_weights([encoder.state_dict() for encoder, _, _ in models], weights))
+    counted = weights or [1.0] * len(paths)
+    save_model(out, first, tokenizer, {"averaged_models": [{"file": Path(p).name, "weight": w, **info} for p, w, (_, _, info)
+                                                           in zip(paths, counted, models)]})
 
 
 def _checked_path(path: str | Path | None) -> Path:
