@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 
 import lightning as L
@@ -60,19 +61,28 @@ class SpeechDataModule(L.LightningDataModule):
 def start_loader_process(worker_id: int) -> None:
     """A loader process's start: Lightning's seeding where the run asked for it (seed_everything(workers=True), which
     Lightning adds only to a loader without its own start function), and no traceback when the main process leaves
-    while this one hands it a batch (Ctrl-C: the thread that passes tensors' file descriptors then sees its
-    connection reset, which is the run ending, not an error)."""
+    while this one hands it a batch (Ctrl-C: the thread that passes tensors' file descriptors, multiprocessing's
+    resource sharer, then sees its connection reset, which is the run ending, not an error). That thread reports
+    through `sys.excepthook`, other threads through `threading.excepthook`: both are quietened for this alone."""
     if int(os.environ.get("PL_SEED_WORKERS", 0)):
         pl_worker_init_function(worker_id)
-    report = threading.excepthook
+    report_thread, report = threading.excepthook, sys.excepthook
 
-    def quiet_when_orphaned(args: threading.ExceptHookArgs) -> None:
-        sharer = args.exc_traceback is not None and any(
-            frame.f_code.co_filename.endswith("resource_sharer.py") for frame, _ in _frames(args.exc_traceback))
-        if not (sharer and issubclass(args.exc_type, (ConnectionError, EOFError))):
-            report(args)
+    def thread_hook(args: threading.ExceptHookArgs) -> None:
+        if not _orphaned(args.exc_type, args.exc_traceback):
+            report_thread(args)
 
-    threading.excepthook = quiet_when_orphaned
+    def hook(exc_type, value, tb) -> None:
+        if not _orphaned(exc_type, tb):
+            report(exc_type, value, tb)
+
+    threading.excepthook, sys.excepthook = thread_hook, hook
+
+
+def _orphaned(exc_type: type[BaseException], tb) -> bool:
+    """Whether an exception is the resource sharer's connection reset by a main process that has gone."""
+    return (tb is not None and issubclass(exc_type, (ConnectionError, EOFError))
+            and any(frame.f_code.co_filename.endswith("resource_sharer.py") for frame, _ in _frames(tb)))
 
 
 def _frames(tb):
