@@ -56,6 +56,7 @@ def average_models(paths: list[Path], out: Path, weights: list[float] | None = N
     to the running mean, averaged with its ancestor), and the soup normalises as the first one does."""
     if weights is not None and (len(weights) != len(paths) or min(weights) < 0 or sum(weights) <= 0):
         raise ModelError(f"{len(weights)} weights for {len(paths)} models: give one each, >= 0, not all 0")
+    weights = weights or [1.0] * len(paths)
     left_out = ("dropout", *(NORMALISATION if first_norm else ()))
 
     def architecture(cfg: EncoderConfig) -> dict:
@@ -70,9 +71,8 @@ def average_models(paths: list[Path], out: Path, weights: list[float] | None = N
             if not torch.equal(encoder.state_dict()[name], first.state_dict()[name]):
                 raise ModelError(f"{path}: CMVN statistics differ from {paths[0]}")
     first.load_state_dict(average_weights([encoder.state_dict() for encoder, _, _ in models], weights))
-    counted = weights or [1.0] * len(paths)
-    save_model(out, first, tokenizer, {"averaged_models": [{"file": Path(p).name, "weight": w, **info} for p, w, (_, _, info)
-                                                           in zip(paths, counted, models)]})
+    averaged = [{"file": Path(p).name, "weight": w, **info} for p, w, (_, _, info) in zip(paths, weights, models)]
+    save_model(out, first, tokenizer, {"averaged_models": averaged})
 
 
 def _checked_path(path: str | Path | None) -> Path:
