@@ -19,9 +19,6 @@ RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 FULL_RUN = "python scripts/benchmark.py"  # on a quiet machine: bench/quiet.py refuses to write benchmarks/ otherwise
 
 
-@pytest.mark.xfail(strict=True, reason="benchmarks/RESULTS.md is still the letter model's run of 2026-12-02: the full "
-                   "run of the shipped model needs a quiet machine (about 45 min), which the period of 2026-12-07 "
-                   "spent on training; remove this mark with that run (strict: it fails once RESULTS.md is current)")
 def test_results_md_is_the_shipped_models_full_run() -> None:
     """RESULTS.md names its model by the sha256 of its weights file (scripts/benchmark.py writes it there); a new
     default makes it stale until the benchmark runs again."""

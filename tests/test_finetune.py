@@ -21,6 +21,7 @@ from asr.decoding import lm_binary
 from asr.finetune import main
 from asr.training.finetune.recipe import Recipe, anchor_of, guard_of
 from asr.training.finetune.split import split_rows
+from asr.training.lm.build import build_arpa
 from conftest import tone, write
 from helpers import ROOT
 
@@ -42,6 +43,15 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
             recording(root / speaker / f"{i:02d}.wav", f"The {WORDS[i % 6]} {WORDS[(i + s) % 6]}!", 0.5 + 0.02 * i,
                       seed=12 * s + i)
     return root
+
+
+@pytest.fixture(scope="module")
+def small_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A word LM of a few everyday sentences to add the data's text to: mixing into it takes a moment, where the
+    bundled 200k-word LM takes half a minute (the finetune bench's smoke test mixes into that one)."""
+    path = tmp_path_factory.mktemp("lm") / "small.arpa"
+    path.write_text(build_arpa(["THE CAT SAT ON THE MAT", "THE DOG RAN HOME", "A MAN SAID YES", "IT IS THE END"]))
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -149,9 +159,11 @@ def test_a_bad_row_is_one_line_and_the_rest_is_kept(corpus: Path, tmp_path: Path
 
 
 def test_a_run_stopped_with_ctrl_c_resumes_and_gives_a_model_folder_every_tool_takes(
-        corpus: Path, replay_root: Path, model_path: Path, tmp_path: Path, speech_wav: Path, capsys) -> None:
+        corpus: Path, replay_root: Path, model_path: Path, small_lm: Path, tmp_path: Path, speech_wav: Path,
+        capsys) -> None:
     out = tmp_path / "mine"
-    options = [str(corpus), "--out", str(out), "--model", str(model_path), "--replay-data-root", str(replay_root),
+    options = [str(corpus), "--out", str(out), "--model", str(model_path), "--lm", str(small_lm),
+               "--replay-data-root", str(replay_root),
                "--replay-share", "0.95", "--workers", "1", "--threads", "1"]  # 95% replay: enough steps to stop
     command = [sys.executable, "-m", "asr.finetune", *options]
     first = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -241,13 +253,13 @@ def test_replay_asked_for_where_there_is_none_is_refused_before_any_scoring(corp
 
 
 def test_outside_the_checkout_the_plan_line_names_the_guard_and_training_is_anchored(
-        corpus: Path, model_path: Path, tmp_path: Path, monkeypatch, capsys) -> None:
+        corpus: Path, model_path: Path, small_lm: Path, tmp_path: Path, monkeypatch, capsys) -> None:
     user = tmp_path / "user"
     user.mkdir()
     monkeypatch.chdir(user)  # the default replay root, ../shared/data, is not there
     out = user / "mine"
-    assert main([str(corpus), "--out", str(out), "--model", str(model_path), "--max-steps", "2", "--workers", "0",
-                 "--threads", "1"]) == 0
+    assert main([str(corpus), "--out", str(out), "--model", str(model_path), "--lm", str(small_lm), "--max-steps",
+                 "2", "--workers", "0", "--threads", "1"]) == 0
     err = capsys.readouterr().err
     assert ("asr.finetune: guard against forgetting: distillation toward the starting model (weight 1; no replay "
             "corpus under ../shared/data)") in err
