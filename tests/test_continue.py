@@ -20,6 +20,7 @@ from asr.training.acoustic import carry
 from asr.training.acoustic.config import OptimConfig
 from asr.training.acoustic.grow import deepen
 from asr.training.acoustic.module import warmup_cosine
+from asr.training.lm.build import build_arpa
 from helpers import DATA, ROOT, SPEECHOCEAN, recipe_module, small_manifest
 
 sys.path.insert(0, str(ROOT / "scripts"))  # scripts/bench: the resume and step benches
@@ -60,9 +61,13 @@ def test_two_periods_the_second_on_a_fresh_machine(tmp_path, cont, capsys):
            "checkpoint_every_steps=1", "data.augment.room_bank=2", "data.variants=2", "data.variants_workers=1",
            "trainer.val_check_interval=2"]
 
+    small_lm = tmp_path / "small.arpa"  # the scores' word LM: the bundled 200k-word one loads in each of 8 scorings
+    small_lm.write_text(build_arpa(r["text"] for r in rows))
+
     def period(work):
         args = ["--work", str(work), "--state", str(state), "--progress", str(progress), "--data-root", str(DATA),
                 "--synthetic", str(synthetic), "--variants-dir", str(tmp_path / "variants"), "--skip-data",
+                "--lm", str(small_lm),
                 "--layers", str(SHIPPED_LAYERS + 1), "--score-limit", "2", "--minutes", "5", "--jobs", "1", "--", *toy]
         assert cont.main(args) == 0, capsys.readouterr().err[-3000:]
 
