@@ -279,8 +279,10 @@ def test_a_period_trained_on_another_machine_from_the_packed_corpora(tmp_path, c
            "data.augment.room_bank=2"]
     here, there, pack, results = (tmp_path / n for n in ("here", "there", "pack", "results"))
     common = ["--state", str(state), "--synthetic", str(synthetic), "--jobs", "1"]
+    small_lm = tmp_path / "small.arpa"  # the scores' word LM (the bundled one loads in each scoring)
+    small_lm.write_text(build_arpa(r["text"] for r in rows))
     args = [*common, "--work", str(here), "--data-root", str(root), "--variants-dir", str(tmp_path / "variants"),
-            "--progress", str(tmp_path / "progress.jsonl"), "--skip-data", "--score-limit", "2"]
+            "--progress", str(tmp_path / "progress.jsonl"), "--skip-data", "--score-limit", "2", "--lm", str(small_lm)]
     assert cont.main([*args, "--stop-after", "data"]) == 0
 
     assert gpu.main(["pack", *common, "--work", str(here), "--pack", str(pack), "--data-root", str(root)]) == 0

@@ -48,7 +48,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def small_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A word LM of a few everyday sentences to add the data's text to: mixing into it takes a moment, where the
-    bundled 200k-word LM takes half a minute (the finetune bench's smoke test mixes into that one)."""
+    bundled 200k-word LM takes half a minute."""
     path = tmp_path_factory.mktemp("lm") / "small.arpa"
     path.write_text(build_arpa(["THE CAT SAT ON THE MAT", "THE DOG RAN HOME", "A MAN SAID YES", "IT IS THE END"]))
     return path

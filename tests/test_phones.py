@@ -111,6 +111,28 @@ def test_a_phone_model_without_an_lm_searches_its_whole_lexicon(tmp_path):
         WordLM(Tokenizer("phone"), None)
 
 
+def test_a_phone_models_lexicon_without_an_lm_is_cached_and_searches_the_same(tmp_path, monkeypatch):
+    """Greedy decoding of a phone model spells its whole lexicon (seconds for the bundled one's 200k words): once per
+    lexicon, then read from the cache (`asr.decoding.lexicon_cache`)."""
+    from asr.decoding import beam  # noqa: PLC0415
+
+    monkeypatch.setenv("ASR_CACHE_DIR", str(tmp_path / "cache"))
+    tokenizer = Tokenizer.from_bytes(Tokenizer("phone").with_lexicon(Lexicon(LEXICON)).to_bytes())  # a fingerprint
+    first = WordLM(tokenizer, None, BeamConfig(beam_size=16))
+    assert [p.name[:6] for p in (tmp_path / "cache" / "lexicon").iterdir()] == ["no-lm-"]
+    with monkeypatch.context() as patched:
+        patched.setattr(beam, "phone_words", lambda *_: pytest.fail("the cached lexicon was spelled again"))
+        second = WordLM(tokenizer, None, BeamConfig(beam_size=16, lexicon_words=2))  # the limit is not an LM's
+    assert [second.words.get_entry(i) for i in range(second.words.index_size())] == \
+        [first.words.get_entry(i) for i in range(first.words.index_size())]
+    logprobs = emissions(tokenizer, spoken("DH EY | R IY D | IH T", True))
+    assert {Decoder(tokenizer, lm).text(Decoder(tokenizer, lm).decode(logprobs)) for lm in (first, second)} == \
+        {"THEY READ IT"}
+    other = Tokenizer.from_bytes(Tokenizer("phone").with_lexicon(Lexicon({**LEXICON, "FROG": [("F", "R", "AA", "G")]}))
+                                 .to_bytes())  # another lexicon: its own file
+    assert WordLM(other, None).words.contains("FROG") and len(list((tmp_path / "cache" / "lexicon").iterdir())) == 2
+
+
 def test_lm_words_outside_the_lexicon_are_spelled_by_the_g2p(tmp_path):
     tokenizer = Tokenizer("phone").with_lexicon(Lexicon(LEXICON, g2p=load_g2p()))
     arpa = tmp_path / "lm.arpa"

@@ -179,7 +179,7 @@ class WordLM:
             self.end_frame = np.full((1, len(units)), _IMPOSSIBLE, np.float32)
             self.end_frame[0, self.silence] = 0.0
         self._cache = self._cache_file()
-        self._stamp = lm_binary.stamp(self.path) if self._cache else ""
+        self._stamp = lm_binary.stamp(self.path) if self._cache and self.path else ""
         stored = lexicon_cache.load(self._cache, self._stamp) if self._cache else None
         if stored is not None:
             names, arrays = stored
@@ -230,11 +230,11 @@ class WordLM:
         entries.kept = np.fromiter((kept for *_, kept in self._admitted([], entries)), bool, len(entries))
 
     def _cache_file(self) -> Path | None:
-        """Where this LM's lexicon is cached (`asr.decoding.lexicon_cache`): for a large LM and a tokenizer loaded from
-        bytes only (a small LM spells its words in well under a second)."""
-        if self.path is None or self.tokenizer.fingerprint is None or self.path.stat().st_size < lm_binary.CONVERT_FROM:
+        """Where this LM's lexicon is cached (`asr.decoding.lexicon_cache`): for a tokenizer loaded from bytes, with a
+        large LM or none (a phone model's whole lexicon: seconds to spell), not a small one (well under a second)."""
+        if self.tokenizer.fingerprint is None or (self.path and self.path.stat().st_size < lm_binary.CONVERT_FROM):
             return None
-        return lexicon_cache.key_path(self.tokenizer.fingerprint, self.path, self.cfg.lexicon_words)
+        return lexicon_cache.key_path(self.tokenizer.fingerprint, self.path, self.path and self.cfg.lexicon_words)
 
     def _spell_words(self, tokenizer: Tokenizer, cfg: BeamConfig) -> tuple[list[str], Entries]:
         """The lexicon's words (the LM's, most probable first, as far as the tokenizer spells them; <unk> last) and

@@ -5,7 +5,8 @@ model's lexicon lacks, scoring every word), and is the same every time for the s
 
 One file per (tokenizer, LM file, lexicon size) under `cache_dir()/lexicon/`, named by a digest of the three: the
 tokenizer's `fingerprint` (a digest of the bytes it was loaded from; a tokenizer made in code has none and is
-never cached), the LM's path and `lexicon_words`. The file holds the LM's `stamp` (`asr.decoding.lm_binary`) too:
+never cached), the LM's path and `lexicon_words`. A phone model searched without a word LM (its greedy decoding)
+spells every word of its own lexicon: cached the same way, under `no-lm-`, the fingerprint saying which lexicon. The file holds the LM's `stamp` (`asr.decoding.lm_binary`) too:
 an LM rewritten in place is spelled again and its file replaced, so the cache holds one file per LM path.
 Written under a temporary name, so a reader sees the whole file or none.
 """
@@ -24,10 +25,11 @@ FORMAT = 1  # bumped when what is stored, or how it is derived, changes
 ARRAYS = ("units", "offsets", "labels", "scores", "kept")
 
 
-def key_path(fingerprint: str, lm: Path, lexicon_words: int | None) -> Path:
-    """The cache file of this tokenizer, LM file and lexicon size."""
+def key_path(fingerprint: str, lm: Path | None, lexicon_words: int | None) -> Path:
+    """The cache file of this tokenizer, LM file (None: a phone model's search without one, every word of its
+    lexicon) and lexicon size."""
     key = hashlib.blake2b(f"{FORMAT}|{fingerprint}|{lexicon_words}".encode(), digest_size=12).hexdigest()
-    return cache_dir() / "lexicon" / f"{path_key(lm)}-{key}.npz"
+    return cache_dir() / "lexicon" / f"{'no-lm' if lm is None else path_key(lm)}-{key}.npz"
 
 
 def forget(lm: Path) -> None:

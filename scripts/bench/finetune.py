@@ -2,7 +2,7 @@
 met, how many minutes it takes, and what it costs on general speech.
 
     python scripts/bench/finetune.py [--cases speaker domain] [--minutes 20] [--threads 2] [--general-limit N]
-                                     [--work runs/bench_finetune] [--out benchmarks/finetune] [--model M] [--smoke]
+                                     [--work runs/bench_finetune] [--out benchmarks/finetune] [--model M] [--lm LM] [--smoke]
                                      [--outside DIR] [--guard auto|replay|distill|l2sp|none] [--guard-weight W]
                                      [--speaker ID --speaker-manifest M.jsonl]
 
@@ -131,6 +131,7 @@ def run_case(name: str, data: Path, options: list[str], work: Path, args: argpar
                "--threads", str(args.threads), *([] if args.outside else ["--replay-data-root", str(args.data_root)]),
                *options, *(["--guard", args.guard] if args.guard else []),
                *(["--guard-weight", f"{args.guard_weight:g}"] if args.guard_weight else []), *(["--model", args.model] if args.model else []),
+               *(["--lm", str(args.lm.resolve())] if args.lm else []),
                *(["--max-steps", "2", "--workers", "0"] if args.smoke else [])]
     cwd = args.outside or ROOT
     cwd.mkdir(parents=True, exist_ok=True)
@@ -195,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--domain-minutes", type=float, default=25.0, help="minutes of domain audio to render")
     p.add_argument("--general-limit", type=int, help="only the first N utterances of each general set")
     p.add_argument("--model", help="the starting model (default: the bundled one)")
+    p.add_argument("--lm", type=Path, help="the word LM the cases mix their text into (asr.finetune --lm) and the "
+                                           "starting model is scored with (default: the model folder's, else the bundled one)")
     p.add_argument("--speaker", default=SPEAKER, help=f"the speaker case's speaker (default {SPEAKER})")
     p.add_argument("--speaker-manifest", type=Path,
                    help="the manifest holding --speaker's rows (default: DATA_ROOT/librispeech/train-clean-100-4spk.jsonl)")
@@ -225,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                                                args.work, args)
     sets = {"speechocean762 dev": read_manifest(args.data_root / "speechocean762" / "dev.jsonl")[:general_limit],
             "dev-clean-2": read_manifest(args.data_root / "librispeech" / "dev-clean-2.jsonl")[:general_limit]}
-    start_lm = folder_lm(args.model) or "bundled"
+    start_lm = args.lm or folder_lm(args.model) or "bundled"
     keep = args.work / "general"
     general = {"starting model" if args.model else "shipped": general_scores(args.model, sets, start_lm, args.threads,
                                                                               keep / "start.json")}
