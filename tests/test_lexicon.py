@@ -156,6 +156,23 @@ def test_phone_tokenizer_spells_through_the_lexicon_and_stores_as_bytes(boundary
         bare.encode("HELLO")
 
 
+def test_a_phone_tokenizers_bytes_are_made_again_only_when_its_lexicon_changes(monkeypatch):
+    lexicon = Lexicon({"HELLO": [("HH", "AH", "L", "OW")], "WORLD": [("W", "ER", "L", "D")]})
+    tokenizer = Tokenizer("phone").with_lexicon(lexicon)
+    first = tokenizer.to_bytes()
+    loaded = Tokenizer.from_bytes(first)
+    with monkeypatch.context() as patched:  # unchanged, read or not: no second serialisation
+        patched.setattr(Lexicon, "to_text", lambda self: pytest.fail("the unchanged lexicon was written again"))
+        assert tokenizer.to_bytes() == first and loaded.to_bytes() == first
+        assert loaded.lexicon.pronounce("HELLO") == ("HH", "AH", "L", "OW") and loaded.to_bytes() == first
+    for changed in (tokenizer, loaded):
+        changed.lexicon.add("HELLO", ("HH", "EH", "L", "OW"))  # a new pronunciation, then a new order
+        assert len(Tokenizer.from_bytes(changed.to_bytes()).pronunciations("HELLO")) == 2
+        changed.lexicon.put_first(["WORLD"])
+        assert Tokenizer.from_bytes(changed.to_bytes()).lexicon.words() == ["WORLD", "HELLO"]
+    assert loaded.to_bytes() == tokenizer.to_bytes() != first
+
+
 def test_character_and_bpe_tokenizers_are_unchanged():
     """Old files hold {"kind": "char"}: they read back as before, and write the same bytes."""
     char = Tokenizer.from_bytes(b'{"kind": "char"}\n')

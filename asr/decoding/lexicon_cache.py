@@ -6,8 +6,9 @@ model's lexicon lacks, scoring every word), and is the same every time for the s
 One file per (tokenizer, LM file, lexicon size) under `cache_dir()/lexicon/`, named by a digest of the three: the
 tokenizer's `fingerprint` (a digest of the bytes it was loaded from; a tokenizer made in code has none and is
 never cached), the LM's path and `lexicon_words`. A phone model searched without a word LM (its greedy decoding)
-spells every word of its own lexicon: cached the same way, under `no-lm-`, the fingerprint saying which lexicon. The file holds the LM's `stamp` (`asr.decoding.lm_binary`) too:
-an LM rewritten in place is spelled again and its file replaced, so the cache holds one file per LM path.
+spells every word of its own lexicon: cached the same way, under `no-lm-`, the fingerprint saying which lexicon.
+The file holds the LM's `stamp` (`asr.decoding.lm_binary`) too: an LM rewritten in place is spelled again and its
+file replaced, so the cache holds one file per LM path.
 Written under a temporary name, so a reader sees the whole file or none.
 """
 from __future__ import annotations

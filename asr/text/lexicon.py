@@ -52,6 +52,7 @@ class Lexicon:
 
     def __init__(self, entries: dict[str, list[tuple[str, ...]]] | None = None, g2p: "G2P | None" = None):
         self._stored: dict[str, bytes] = {}
+        self.revision = 0  # bumped at every change of the words or their order (what a saved copy is checked by)
         self.g2p = g2p
         self.guessed: dict[str, list[tuple[str, ...]]] = {}  # the G2P's answers so far (each word run once)
         for word, prons in (entries or {}).items():
@@ -72,6 +73,9 @@ class Lexicon:
             self._stored[word] = code
         elif code not in stored.split(_SEP):
             self._stored[word] = stored + _SEP + code
+        else:
+            return
+        self.revision += 1
 
     def __contains__(self, word: str) -> bool:
         return word in self._stored
@@ -122,6 +126,7 @@ class Lexicon:
         """Reorder the words: `words` that the lexicon has first, in their order, then the others as they were."""
         first = {word: self._stored[word] for word in words if word in self._stored}
         self._stored = first | {word: stored for word, stored in self._stored.items() if word not in first}
+        self.revision += 1
 
     def to_text(self) -> str:
         return "".join(f"{word} {' '.join(pron)}\n" for word, prons in self.items() for pron in prons)

@@ -44,6 +44,7 @@ class Tokenizer:
         self.word_boundary = word_boundary if kind == "phone" else kind == "char"
         self._lexicon: Lexicon | None = None  # phones: how words are spelled (stored in the bytes)
         self._stored_lexicon: bytes | None = None  # its gzipped text, read on first use (`lexicon`)
+        self._saved_lexicon: tuple[Lexicon, int, bytes] | None = None  # (lexicon, its revision, its gzipped text)
         self.fingerprint: str | None = None  # a digest of the bytes (and G2P) it was loaded from: what the word
         # search's lexicon cache is keyed on (`asr.decoding.lexicon_cache`); None for one made or changed in code
         self._units = phone_units(word_boundary) if kind == "phone" else _CHAR_UNITS
@@ -54,13 +55,14 @@ class Tokenizer:
         search's lexicon cached (`asr.decoding.lexicon_cache`), only a hotword list needs it (262k words, 57 MB)."""
         if self._stored_lexicon is not None:
             from asr.text.g2p import bundled_g2p  # noqa: PLC0415 (phone models only)
-            text, self._stored_lexicon = gzip.decompress(self._stored_lexicon).decode(), None
-            self._lexicon = Lexicon.from_text(text, "the model's lexicon", bundled_g2p())
+            stored, self._stored_lexicon = self._stored_lexicon, None
+            self._lexicon = Lexicon.from_text(gzip.decompress(stored).decode(), "the model's lexicon", bundled_g2p())
+            self._saved_lexicon = (self._lexicon, self._lexicon.revision, stored)
         return self._lexicon
 
     def with_lexicon(self, lexicon: Lexicon) -> "Tokenizer":
         """This tokenizer spelling words through `lexicon` (phones; other kinds ignore it). Returns self."""
-        self._lexicon, self._stored_lexicon, self.fingerprint = lexicon, None, None
+        self._lexicon, self._stored_lexicon, self._saved_lexicon, self.fingerprint = lexicon, None, None, None
         return self
 
     @classmethod
@@ -160,7 +162,21 @@ class Tokenizer:
         if self.kind != "phone":
             return json.dumps({"kind": self.kind}).encode() + b"\n" + (self._sp_bytes or b"")
         header = json.dumps({"kind": self.kind, "word_boundary": self.word_boundary}).encode() + b"\n"
-        return header + (gzip.compress(self.lexicon.to_text().encode(), mtime=0) if self.lexicon else b"")
+        return header + self._gzipped_lexicon()
+
+    def _gzipped_lexicon(self) -> bytes:
+        """The lexicon's text, gzipped: the bytes it was loaded from while it is unread or unchanged, else made again
+        (260k words: seconds) and kept until it changes (a training run saves its model many times)."""
+        if self._stored_lexicon is not None:
+            return self._stored_lexicon
+        lexicon = self.lexicon
+        if not lexicon:
+            return b""
+        saved = self._saved_lexicon
+        if saved is None or saved[0] is not lexicon or saved[1] != lexicon.revision:
+            text = gzip.compress(lexicon.to_text().encode(), mtime=0)
+            saved = self._saved_lexicon = (lexicon, lexicon.revision, text)
+        return saved[2]
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Tokenizer":
