@@ -25,9 +25,9 @@ os.environ["ASR_CACHE_DIR"] = str(ROOT / ".pytest_cache" / "asr")
 # The slowest test files and their seconds on 2 cores (measured 2026-12-08). scripts/test.sh runs files on two
 # workers as they come (`--no-loadscope-reorder`), so these go first, longest first, and the files of a few seconds
 # fill in behind them: the two workers then end together instead of one waiting on a long file that came last.
-SLOW_FILES = {"test_continue.py": 153, "test_onnx_runtime.py": 116, "test_finetune.py": 99, "test_probes.py": 80,
-              "test_batch.py": 71, "test_bench_finetune.py": 60, "test_interrupt.py": 49, "test_benchmark_smoke.py": 37,
-              "test_ray.py": 28, "test_phones.py": 26, "test_evaluate.py": 23, "test_onnx.py": 21}
+SLOW_FILES = {"test_onnx_runtime.py": 116, "test_finetune.py": 99, "test_continue.py": 75, "test_batch.py": 71,
+              "test_interrupt.py": 49, "test_benchmark_smoke.py": 37, "test_probes.py": 34, "test_ray.py": 28,
+              "test_phones.py": 26, "test_evaluate.py": 23, "test_onnx.py": 21, "test_bench_finetune.py": 17}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
