@@ -193,6 +193,20 @@ def test_results_take_the_robustness_tables_where_their_json_is(tmp_path: Path, 
                                  "![ratio to clean per condition](robustness/robustness.png)"]
 
 
+def test_results_take_the_newest_word_lm_costs_page(tmp_path: Path) -> None:
+    """bench.sections.newest_lm_page: of the pages scripts/bench/lm.py wrote under their own names, the newest by
+    the dates in their JSON; other JSON beside them is not one."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench import sections
+    assert sections.newest_lm_page(tmp_path) is None
+    for name, date in (("lm", "2026-12-03 12:59"), ("lm_load", "2026-12-07 00:33"), ("old", "2026-11-30 09:00")):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"date": date, "lm": {}}))
+        (tmp_path / f"{name}.md").write_text(f"# {name}\n")
+    (tmp_path / "memory.json").write_text(json.dumps({"date": "2027-01-01", "audio_s": 30}))  # not the LM bench's
+    (tmp_path / "memory.md").write_text("# memory\n")
+    assert sections.newest_lm_page(tmp_path) == tmp_path / "lm_load.md"
+
+
 def test_ceiling_bench_on_a_few_rows(tmp_path: Path) -> None:
     """scripts/bench/ceiling.py on small sizes: every row's cost is positive, the model's share is part of
     it, and each bound is cores x 500 ms over the costs it counts."""

@@ -62,10 +62,22 @@ def run(out: Path, limit: int | None, log: Callable[[str], None]) -> dict:
     batched_bench.main(["--out", str(out / FOLDER["batched"]), "--allow-load"])
     results["batched"] = json.loads((out / FOLDER["batched"] / "batched.json").read_text())
     results["sections"] = [(title, body((out / FOLDER[name] / f"{name}.md").read_text())) for title, name in PAGES]
-    lm = out / FOLDER["lm"] / "lm.md"
-    if lm.is_file():  # scripts/bench/lm.py's, run on its own (it compares two LMs)
+    lm = newest_lm_page(out / FOLDER["lm"])
+    if lm is not None:  # scripts/bench/lm.py's, run on its own (it compares two LMs)
         results["sections"].append(("13. What the word LM costs", body(lm.read_text())))
     return results
+
+
+def newest_lm_page(folder: Path) -> Path | None:
+    """The newest page `scripts/bench/lm.py` wrote in `folder` (each run names its own, --name; the dates in their
+    JSON say which is newest), None where it has none."""
+    pages = []
+    for record in folder.glob("*.json"):
+        data = json.loads(record.read_text())
+        date = data.get("date") if isinstance(data, dict) else None
+        if isinstance(date, str) and "lm" in data and record.with_suffix(".md").is_file():
+            pages.append((date, record.with_suffix(".md")))
+    return max(pages)[1] if pages else None
 
 
 def robustness(folder: Path, out: Path) -> tuple[str, str] | None:
