@@ -157,3 +157,6 @@ def test_book_paragraphs_become_normalised_sentences() -> None:
     paragraph = '"Well," said Mr. Holmes, "it was 1875." She left! J. R. Green wrote it [FN#32] later. Why? "Nobody knows."'
     assert book_sentences(paragraph) == ["WELL SAID MISTER HOLMES IT WAS EIGHTEEN SEVENTY FIVE",
                                          "SHE LEFT", "J R GREEN WROTE IT LATER", "WHY", "NOBODY KNOWS"]
+    italics = "After her death, Mr. Browning published _Mr. Sludge, the Medium_, and *Dr. Grey* read it."
+    assert book_sentences(italics) == ["AFTER HER DEATH MISTER BROWNING PUBLISHED MISTER SLUDGE THE MEDIUM AND DOCTOR "
+                                       "GREY READ IT"]  # no sentence ends after a title in italics or bold

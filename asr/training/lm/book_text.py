@@ -23,8 +23,8 @@ _TITLES = {"MR", "MRS", "MESSRS", "DR", "ST", "MT", "JR", "SR", "REV", "PROF", "
 
 def _splits_after(piece: str) -> bool:
     """Whether a sentence really ends at the end of `piece` (not after a title or an initial)."""
-    last = piece.rstrip("\"')]\u201d\u2019").rstrip(".!?").rsplit(None, 1)
-    word = last[-1].lstrip("\"'([\u201c\u2018") if last else ""
+    last = piece.rstrip("\"')]\u201d\u2019_*").rstrip(".!?").rsplit(None, 1)
+    word = last[-1].lstrip("\"'([\u201c\u2018_*") if last else ""  # "_Mr." and "*Mr.": italics or bold around it
     return not (word.upper() in _TITLES or (len(word) == 1 and word.isalpha()))
 
 
