@@ -19,7 +19,7 @@ def test_normalize(raw, expected):
     ("Dr. Watson and St. Paul", "DOCTOR WATSON AND SAINT PAUL"), ("lived in Baker St.", "LIVED IN BAKER STREET"),
     ("MR THORNTON", "MISTER THORNTON"), ("MRS DR ST", "MISSUS DOCTOR SAINT"),
     ("published _Mr. Sludge, the Medium_", "PUBLISHED MISTER SLUDGE THE MEDIUM"),  # italics in a Gutenberg book
-    ("the 1st street", "THE FIRST STREET"), ("Mrsa and strd", "MRSA AND STRD")])
+    ("the 1st street", "THE FIRST STREET"), ("Mrsa and strd", "MRSA AND STRD"), ("_1st Q_.", "FIRST Q")])
 def test_titles_normalise_to_the_words_said(raw, expected):
     assert normalize(raw) == expected
 

@@ -43,7 +43,7 @@ _JOINED_BY_AND = _SCALE_WORDS | {"DOLLARS", "POUNDS", "EUROS"}  # "HUNDRED AND E
 _TITLE = re.compile(r"(?<![^\W_])(Mrs|Mr|Dr|St)(?![^\W_])\.?", re.I)  # a word of its own; "_Mr." (italics) too
 _STREET_BEFORE = re.compile(r"\b[A-Z][a-z]+\s+$")  # "Baker " before "St."
 _NAME_AFTER = re.compile(r"\s+[A-Z]")
-_ORDINAL = re.compile(r"\b(\d+)(st|nd|rd|th)\b", re.I)
+_ORDINAL = re.compile(r"(?<![^\W_])(\d+)(st|nd|rd|th)(?![^\W_])", re.I)  # "_1st Q_" (italics) too
 _YEAR = re.compile(r"(?<![\d,.])(1[1-9]\d\d)('?s\b)?(?![\d]|[,.]\d)")
 
 
