@@ -131,6 +131,9 @@ def test_a_phone_models_lexicon_without_an_lm_is_cached_and_searches_the_same(tm
     other = Tokenizer.from_bytes(Tokenizer("phone").with_lexicon(Lexicon({**LEXICON, "FROG": [("F", "R", "AA", "G")]}))
                                  .to_bytes())  # another lexicon: its own file
     assert WordLM(other, None).words.contains("FROG") and len(list((tmp_path / "cache" / "lexicon").iterdir())) == 2
+    tokenizer.lexicon.add("FROG", ("F", "R", "AA", "G"))  # as an LM's words are filled in: no longer its bytes' lexicon
+    assert not tokenizer.lexicon_as_loaded() and WordLM(tokenizer, None).words.contains("FROG")
+    assert len(list((tmp_path / "cache" / "lexicon").iterdir())) == 2  # nor cached under their fingerprint
 
 
 def test_lm_words_outside_the_lexicon_are_spelled_by_the_g2p(tmp_path):

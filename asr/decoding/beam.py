@@ -231,8 +231,11 @@ class WordLM:
 
     def _cache_file(self) -> Path | None:
         """Where this LM's lexicon is cached (`asr.decoding.lexicon_cache`): for a tokenizer loaded from bytes, with a
-        large LM or none (a phone model's whole lexicon: seconds to spell), not a small one (well under a second)."""
+        large LM (not a small one: well under a second) or none (a phone model's whole lexicon, seconds to spell, as
+        its bytes hold it: not after an LM's words were filled in)."""
         if self.tokenizer.fingerprint is None or (self.path and self.path.stat().st_size < lm_binary.CONVERT_FROM):
+            return None
+        if self.path is None and not self.tokenizer.lexicon_as_loaded():
             return None
         return lexicon_cache.key_path(self.tokenizer.fingerprint, self.path, self.path and self.cfg.lexicon_words)
 

@@ -45,6 +45,7 @@ class Tokenizer:
         self._lexicon: Lexicon | None = None  # phones: how words are spelled (stored in the bytes)
         self._stored_lexicon: bytes | None = None  # its gzipped text, read on first use (`lexicon`)
         self._saved_lexicon: tuple[Lexicon, int, bytes] | None = None  # (lexicon, its revision, its gzipped text)
+        self._loaded_revision: int | None = None  # the lexicon's revision when read from the bytes
         self.fingerprint: str | None = None  # a digest of the bytes (and G2P) it was loaded from: what the word
         # search's lexicon cache is keyed on (`asr.decoding.lexicon_cache`); None for one made or changed in code
         self._units = phone_units(word_boundary) if kind == "phone" else _CHAR_UNITS
@@ -58,7 +59,15 @@ class Tokenizer:
             stored, self._stored_lexicon = self._stored_lexicon, None
             self._lexicon = Lexicon.from_text(gzip.decompress(stored).decode(), "the model's lexicon", bundled_g2p())
             self._saved_lexicon = (self._lexicon, self._lexicon.revision, stored)
+            self._loaded_revision = self._lexicon.revision
         return self._lexicon
+
+    def lexicon_as_loaded(self) -> bool:
+        """Whether the lexicon is still what the bytes it was loaded from hold (unread, or read and unchanged since:
+        no G2P words filled in), so that `fingerprint` speaks for it."""
+        if self.fingerprint is None or self._stored_lexicon is not None:
+            return self.fingerprint is not None
+        return self._lexicon is None or self._lexicon.revision == self._loaded_revision
 
     def with_lexicon(self, lexicon: Lexicon) -> "Tokenizer":
         """This tokenizer spelling words through `lexicon` (phones; other kinds ignore it). Returns self."""
