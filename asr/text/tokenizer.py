@@ -44,7 +44,7 @@ class Tokenizer:
         self.word_boundary = word_boundary if kind == "phone" else kind == "char"
         self._lexicon: Lexicon | None = None  # phones: how words are spelled (stored in the bytes)
         self._stored_lexicon: bytes | None = None  # its gzipped text, read on first use (`lexicon`)
-        self._saved_lexicon: tuple[Lexicon, int, bytes] | None = None  # (lexicon, its revision, its gzipped text)
+        self._saved_lexicon: tuple[int, bytes] | None = None  # (the lexicon's revision, its gzipped text then)
         self._loaded_revision: int | None = None  # the lexicon's revision when read from the bytes
         self.fingerprint: str | None = None  # a digest of the bytes (and G2P) it was loaded from: what the word
         # search's lexicon cache is keyed on (`asr.decoding.lexicon_cache`); None for one made or changed in code
@@ -58,16 +58,16 @@ class Tokenizer:
             from asr.text.g2p import bundled_g2p  # noqa: PLC0415 (phone models only)
             stored, self._stored_lexicon = self._stored_lexicon, None
             self._lexicon = Lexicon.from_text(gzip.decompress(stored).decode(), "the model's lexicon", bundled_g2p())
-            self._saved_lexicon = (self._lexicon, self._lexicon.revision, stored)
             self._loaded_revision = self._lexicon.revision
+            self._saved_lexicon = (self._loaded_revision, stored)
         return self._lexicon
 
     def lexicon_as_loaded(self) -> bool:
         """Whether the lexicon is still what the bytes it was loaded from hold (unread, or read and unchanged since:
         no G2P words filled in), so that `fingerprint` speaks for it."""
-        if self.fingerprint is None or self._stored_lexicon is not None:
-            return self.fingerprint is not None
-        return self._lexicon is None or self._lexicon.revision == self._loaded_revision
+        if self.fingerprint is None:
+            return False
+        return self._lexicon is None or self._lexicon.revision == self._loaded_revision  # None: still unread
 
     def with_lexicon(self, lexicon: Lexicon) -> "Tokenizer":
         """This tokenizer spelling words through `lexicon` (phones; other kinds ignore it). Returns self."""
@@ -181,11 +181,9 @@ class Tokenizer:
         lexicon = self.lexicon
         if not lexicon:
             return b""
-        saved = self._saved_lexicon
-        if saved is None or saved[0] is not lexicon or saved[1] != lexicon.revision:
-            text = gzip.compress(lexicon.to_text().encode(), mtime=0)
-            saved = self._saved_lexicon = (lexicon, lexicon.revision, text)
-        return saved[2]
+        if self._saved_lexicon is None or self._saved_lexicon[0] != lexicon.revision:  # `with_lexicon` clears it
+            self._saved_lexicon = (lexicon.revision, gzip.compress(lexicon.to_text().encode(), mtime=0))
+        return self._saved_lexicon[1]
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Tokenizer":
