@@ -14,6 +14,7 @@ import torch
 
 from asr.model.config import EncoderConfig
 from asr.model.loader import random_model, save_model
+from asr.training.lm.build import build_arpa
 
 from helpers import ROOT
 RATE = 16000
@@ -33,6 +34,15 @@ SLOW_FILES = {"test_onnx_runtime.py": 116, "test_finetune.py": 99, "test_continu
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Longest files first (a stable sort: the tests of a file keep their order, the other files theirs)."""
     items.sort(key=lambda item: -SLOW_FILES.get(item.path.name, 0))
+
+
+@pytest.fixture(scope="session")
+def small_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A word LM of a few everyday sentences to add a fine-tune's text to: mixing into it takes a moment, where the
+    bundled 200k-word LM takes half a minute."""
+    path = tmp_path_factory.mktemp("lm") / "small.arpa"
+    path.write_text(build_arpa(["THE CAT SAT ON THE MAT", "THE DOG RAN HOME", "A MAN SAID YES", "IT IS THE END"]))
+    return path
 
 
 @pytest.fixture(scope="session")

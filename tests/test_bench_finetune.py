@@ -10,18 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from asr.training.lm.build import build_arpa
 from helpers import DATA, ROOT
 
 
 @pytest.mark.skipif(not shutil.which("flite") or not (DATA / "speechocean762" / "dev.jsonl").is_file(),
                     reason="needs flite (scripts/setup.sh) and the shared dev sets")
-def test_the_finetune_bench_smoke_run_writes_its_report(model_path: Path, tmp_path: Path) -> None:
-    work, lm = tmp_path / "work", tmp_path / "small.arpa"  # mixing into the bundled 200k-word LM takes half a minute
-    lm.write_text(build_arpa(["THE CAT SAT ON THE MAT", "THE DOG RAN HOME", "A MAN SAID YES", "IT IS THE END"]))
+def test_the_finetune_bench_smoke_run_writes_its_report(model_path: Path, small_lm: Path, tmp_path: Path) -> None:
+    work = tmp_path / "work"
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "finetune.py"), "--smoke", "--cases",
                            "domain", "--model", str(model_path), "--work", str(work), "--minutes", "0.5",
-                           "--threads", "1", "--lm", str(lm)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+                           "--threads", "1", "--lm", str(small_lm)], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = (work / "finetune.md").read_text()  # a smoke run writes beside its work, never into benchmarks/
     assert "| domain (flite awb) | 12 utts" in report and "| starting model |" in report

@@ -21,7 +21,6 @@ from asr.decoding import lm_binary
 from asr.finetune import main
 from asr.training.finetune.recipe import Recipe, anchor_of, guard_of
 from asr.training.finetune.split import split_rows
-from asr.training.lm.build import build_arpa
 from conftest import tone, write
 from helpers import ROOT
 
@@ -43,15 +42,6 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
             recording(root / speaker / f"{i:02d}.wav", f"The {WORDS[i % 6]} {WORDS[(i + s) % 6]}!", 0.5 + 0.02 * i,
                       seed=12 * s + i)
     return root
-
-
-@pytest.fixture(scope="module")
-def small_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A word LM of a few everyday sentences to add the data's text to: mixing into it takes a moment, where the
-    bundled 200k-word LM takes half a minute."""
-    path = tmp_path_factory.mktemp("lm") / "small.arpa"
-    path.write_text(build_arpa(["THE CAT SAT ON THE MAT", "THE DOG RAN HOME", "A MAN SAID YES", "IT IS THE END"]))
-    return path
 
 
 @pytest.fixture(scope="module")
